@@ -1,0 +1,125 @@
+"""The warehouse: one DuckDB file holding every table. This module opens it (creating the
+schema), loads the SQL files of `sql/`, quotes identifiers through one whitelist, and runs a
+step's writes in one transaction so that a window is replaced whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from pipeline.errors import RecallwatchError
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+DEFAULT_WAREHOUSE = Path("warehouse") / "recallwatch.duckdb"
+
+PUBLIC_TABLES = ("request_scores", "recall_at_k", "window_metrics", "quarantine", "miss_causes")
+INTERNAL_TABLES = (
+    "requests", "retrieved", "goldens", "gold_versions", "index_chunks", "ingest_files",
+)
+_IDENTIFIERS = frozenset(PUBLIC_TABLES + INTERNAL_TABLES)
+_PLAIN_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def warehouse_path(explicit: str | os.PathLike | None = None) -> Path:
+    """--warehouse, else RECALLWATCH_WAREHOUSE, else ./warehouse/recallwatch.duckdb."""
+    chosen = explicit or os.environ.get("RECALLWATCH_WAREHOUSE") or DEFAULT_WAREHOUSE
+    return Path(chosen)
+
+
+def normalize_text(text: str | None) -> str | None:
+    """Query/question key for joining without gold_id: NFKC, casefold, collapsed whitespace."""
+    if text is None:
+        return None
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _normalize_arrow(texts: pa.Array) -> pa.Array:
+    return pa.array([normalize_text(t) for t in texts.to_pylist()], type=pa.string())
+
+
+def connect(path: str | os.PathLike | None = None, *, read_only: bool = False):
+    """Open the warehouse (":memory:" works too), create missing tables, register helpers."""
+    target = str(path) if str(path) == ":memory:" else str(warehouse_path(path))
+    if target != ":memory:":
+        if read_only and not Path(target).exists():
+            raise RecallwatchError(
+                f"warehouse {target} does not exist yet: run `recallwatch ingest logs ...` first."
+            )
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(target, read_only=read_only)
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():
+            raise RecallwatchError(
+                f"warehouse {target} is in use by another recallwatch process; DuckDB allows one "
+                "writer at a time, so wait for it to finish and run again."
+            ) from None
+        raise RecallwatchError(f"cannot open warehouse {target}: {exc}") from None
+    con.execute("SET TimeZone = 'UTC'")
+    if not read_only:
+        con.execute(sql("schema"))
+    con.create_function(
+        "norm_text", _normalize_arrow, ["VARCHAR"], "VARCHAR", type="arrow",
+        side_effects=False,
+    )
+    return con
+
+
+@functools.cache
+def sql(name: str) -> str:
+    """The text of sql/<name>.sql."""
+    return (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
+
+
+def quote_identifier(name: str) -> str:
+    """Quote a table or column name for SQL. Only known tables and plain lower-case column
+    names pass: identifiers never come from user data."""
+    if name not in _IDENTIFIERS and not _PLAIN_COLUMN.match(name):
+        raise RecallwatchError(f"unknown table or column name {name!r}.")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def public_table(name: str) -> str:
+    """The quoted name of a table a user may export; a clear error for anything else."""
+    if name not in PUBLIC_TABLES + INTERNAL_TABLES:
+        raise RecallwatchError(
+            f"unknown table {name!r}: choose one of {', '.join(PUBLIC_TABLES + INTERNAL_TABLES)}."
+        )
+    return quote_identifier(name)
+
+
+@contextlib.contextmanager
+def transaction(con) -> Iterator[None]:
+    """Everything inside commits together or not at all."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+def run_script(con, name: str, params: dict | None = None) -> None:
+    """Run every statement of sql/<name>.sql in order, binding the $named parameters each
+    statement uses."""
+    for statement in split_statements(sql(name)):
+        names = set(re.findall(r"\$([A-Za-z_]\w*)", statement))
+        used = {k: v for k, v in (params or {}).items() if k in names}
+        con.execute(statement, used or None).fetchall()
+
+
+def split_statements(text: str) -> list[str]:
+    """Split a SQL file on semicolons at line ends (our files keep one statement per
+    semicolon-terminated block and no semicolons inside literals)."""
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("--")]
+    body = "\n".join(lines)
+    return [s.strip() for s in re.split(r";\s*(?:\n|$)", body) if s.strip()]

@@ -1,0 +1,31 @@
+-- load_index: replace the manifest of one index version with the staged file.
+-- Grain: index_chunks one row per (index_version, chunk_id). Input: stage_index(line,
+-- index_version, chunk_id, content_hash, text). Parameters: $source, $version.
+-- content_hash defaults to sha256 of the text, so a manifest may carry either.
+
+DELETE FROM index_chunks WHERE index_version = $version;
+
+INSERT INTO quarantine (kind, source, line, reason, raw)
+SELECT 'index', $source, line,
+       CASE
+           WHEN chunk_id IS NULL OR trim(chunk_id) = '' THEN 'missing or null required field: chunk_id'
+           WHEN index_version IS NOT NULL AND index_version <> $version
+               THEN 'index_version ' || index_version || ' differs from --version ' || $version
+           WHEN content_hash IS NULL AND text IS NULL THEN 'neither content_hash nor text given'
+           ELSE 'conflicting duplicate chunk_id ' || chunk_id
+       END,
+       left(to_json(s)::VARCHAR, 65536)
+FROM stage_index s
+WHERE chunk_id IS NULL OR trim(chunk_id) = ''
+   OR (index_version IS NOT NULL AND index_version <> $version)
+   OR (content_hash IS NULL AND text IS NULL)
+   OR chunk_id IN (
+       SELECT chunk_id FROM stage_index
+       GROUP BY chunk_id
+       HAVING count(DISTINCT coalesce(content_hash, sha256(text))) > 1);
+
+INSERT INTO index_chunks (index_version, chunk_id, content_hash, text)
+SELECT $version, chunk_id, any_value(coalesce(content_hash, sha256(text))), any_value(text)
+FROM stage_index
+WHERE line NOT IN (SELECT line FROM quarantine WHERE kind = 'index' AND source = $source)
+GROUP BY chunk_id;

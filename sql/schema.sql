@@ -1,0 +1,151 @@
+-- schema: every table of the warehouse, created if missing.
+-- Grain is given per table. Timestamps are UTC, stored as TIMESTAMP (no zone).
+-- Public tables (documented in README): request_scores, recall_at_k, window_metrics,
+-- quarantine, miss_causes. The others are internal and may change.
+
+-- One row per input file ever ingested; a file whose content hash is unchanged is skipped.
+CREATE TABLE IF NOT EXISTS ingest_files (
+    kind          VARCHAR NOT NULL,   -- logs | gold | index
+    source        VARCHAR NOT NULL,   -- absolute path
+    content_hash  VARCHAR NOT NULL,
+    n_read        BIGINT  NOT NULL,   -- records read = n_loaded + n_quarantined
+    n_loaded      BIGINT  NOT NULL,
+    n_quarantined BIGINT  NOT NULL
+);
+
+-- One row per logged request (request_id is unique).
+CREATE TABLE IF NOT EXISTS requests (
+    request_id    VARCHAR   NOT NULL,
+    timestamp     TIMESTAMP NOT NULL,
+    query         VARCHAR   NOT NULL,
+    query_norm    VARCHAR   NOT NULL,   -- NFKC, casefold, collapsed whitespace
+    gold_id       VARCHAR,
+    index_version VARCHAR   NOT NULL,
+    index_size    BIGINT,
+    k             INTEGER   NOT NULL,   -- chunks served to the generator (per step)
+    n_steps       INTEGER   NOT NULL,   -- 1 for a plain `retrieved` list
+    session_id    VARCHAR,
+    turn          INTEGER,
+    tags          MAP(VARCHAR, VARCHAR),
+    chunk_ids     VARCHAR[] NOT NULL,   -- distinct logged chunk IDs, best rank first
+    chunk_ranks   INTEGER[] NOT NULL,   -- best rank of each over all steps (same order)
+    record_hash   VARCHAR   NOT NULL,   -- hash of the normalized record, format-independent
+    source        VARCHAR   NOT NULL,
+    line          BIGINT    NOT NULL
+);
+
+-- One row per logged retrieved chunk (candidates beyond k included), per step.
+CREATE TABLE IF NOT EXISTS retrieved (
+    request_id VARCHAR NOT NULL,
+    step       INTEGER NOT NULL,   -- 1-based; 1 for a plain `retrieved` list
+    position   INTEGER NOT NULL,   -- 1-based position in the logged list
+    chunk_id   VARCHAR NOT NULL,
+    rank       INTEGER NOT NULL,   -- logged rank, or position when absent
+    score      DOUBLE,
+    text       VARCHAR
+);
+
+-- One row per golden per gold-set version.
+CREATE TABLE IF NOT EXISTS goldens (
+    gold_version   VARCHAR NOT NULL,
+    gold_id        VARCHAR NOT NULL,
+    question       VARCHAR,
+    question_norm  VARCHAR,
+    reference      VARCHAR,
+    gold_chunk_ids VARCHAR[],
+    gold_passages  VARCHAR[],
+    claims         VARCHAR[]
+);
+
+-- One row per gold-set version; seq orders versions by load (newest is the default).
+CREATE TABLE IF NOT EXISTS gold_versions (
+    gold_version VARCHAR NOT NULL,
+    seq          BIGINT  NOT NULL,
+    source       VARCHAR NOT NULL,
+    content_hash VARCHAR NOT NULL,
+    n_goldens    BIGINT  NOT NULL
+);
+
+-- Index manifest: one row per chunk per index version.
+CREATE TABLE IF NOT EXISTS index_chunks (
+    index_version VARCHAR NOT NULL,
+    chunk_id      VARCHAR NOT NULL,
+    content_hash  VARCHAR,
+    text          VARCHAR
+);
+
+-- Public. One row per input record that could not be loaded.
+CREATE TABLE IF NOT EXISTS quarantine (
+    kind   VARCHAR NOT NULL,   -- logs | gold | index
+    source VARCHAR NOT NULL,
+    line   BIGINT  NOT NULL,   -- 1-based line (JSONL/CSV) or row (Parquet)
+    reason VARCHAR NOT NULL,
+    raw    VARCHAR             -- the record as read (truncated to 64 KiB)
+);
+
+-- Public. One row per request and route.
+CREATE TABLE IF NOT EXISTS request_scores (
+    request_id    VARCHAR   NOT NULL,
+    timestamp     TIMESTAMP NOT NULL,
+    gold_id       VARCHAR,
+    gold_version  VARCHAR,
+    index_version VARCHAR   NOT NULL,
+    route         VARCHAR   NOT NULL,   -- ids | passages | claims
+    k             INTEGER   NOT NULL,   -- served k
+    needed        INTEGER,              -- distinct gold items a correct answer needed
+    covered       INTEGER,              -- of those, found in the served top k
+    recall        DOUBLE,               -- covered / needed; NULL unless status = 'scored'
+    full_coverage BOOLEAN,              -- covered = needed; NULL unless scored
+    precision     DOUBLE,               -- relevant served / distinct served; NULL if none served
+    status        VARCHAR   NOT NULL    -- scored | no_gold_match | no_evidence
+);
+
+-- Public. One row per scored request, route and cutoff.
+CREATE TABLE IF NOT EXISTS recall_at_k (
+    request_id VARCHAR NOT NULL,
+    route      VARCHAR NOT NULL,
+    k          INTEGER NOT NULL,   -- cutoff; the served k caps it (a shorter list keeps its value)
+    recall     DOUBLE  NOT NULL,
+    precision  DOUBLE,             -- NULL when nothing was served up to this cutoff
+    hit        BOOLEAN NOT NULL    -- Success@k: any needed item in the top k (not recall)
+);
+
+-- Public. One row per missing gold chunk of a scored request.
+CREATE TABLE IF NOT EXISTS miss_causes (
+    request_id    VARCHAR NOT NULL,
+    route         VARCHAR NOT NULL,
+    gold_version  VARCHAR NOT NULL,
+    gold_id       VARCHAR NOT NULL,
+    index_version VARCHAR NOT NULL,
+    chunk_id      VARCHAR NOT NULL,
+    cause         VARCHAR NOT NULL,   -- not_in_index | beyond_k | not_retrieved | unknown
+    rank          INTEGER             -- logged rank when beyond_k
+);
+
+-- Public. One row per window x slice x route x cutoff k x gold version.
+CREATE TABLE IF NOT EXISTS window_metrics (
+    window_start       TIMESTAMP NOT NULL,
+    window_end         TIMESTAMP NOT NULL,
+    grain              VARCHAR   NOT NULL,   -- day | hour
+    slice              VARCHAR   NOT NULL,   -- all | index_version=X | tag=value
+    route              VARCHAR   NOT NULL,
+    k                  INTEGER   NOT NULL,
+    gold_version       VARCHAR   NOT NULL,
+    n                  BIGINT    NOT NULL,   -- scored requests
+    n_sessions         BIGINT    NOT NULL,   -- clusters used by the interval
+    mean_recall        DOUBLE,
+    ci_low             DOUBLE,
+    ci_high            DOUBLE,
+    ci_method          VARCHAR,              -- t | cluster_t
+    mean_precision     DOUBLE,
+    pass_mark          DOUBLE    NOT NULL,
+    pass_rate          DOUBLE,
+    pass_ci_low        DOUBLE,
+    pass_ci_high       DOUBLE,
+    full_coverage_rate DOUBLE,
+    fc_ci_low          DOUBLE,
+    fc_ci_high         DOUBLE,
+    index_versions     VARCHAR[],
+    max_index_size     BIGINT,
+    n_excluded         BIGINT    NOT NULL    -- requests in the window and slice not scored
+);
