@@ -149,3 +149,9 @@ CREATE TABLE IF NOT EXISTS window_metrics (
     max_index_size     BIGINT,
     n_excluded         BIGINT    NOT NULL    -- requests in the window and slice not scored
 );
+
+-- Settings of the last score run that later steps reuse (cutoffs, pass mark).
+CREATE TABLE IF NOT EXISTS settings (
+    name  VARCHAR NOT NULL,
+    value VARCHAR NOT NULL
+);

@@ -1,0 +1,128 @@
+"""Aggregate: per window x slice x route x cutoff k x gold version, the mean recall with its
+interval, the pass rate and the full-coverage rate with theirs (`window_metrics`).
+
+SQL reduces each group to sufficient statistics (sql/window_metrics.sql); pipeline/stats.py
+turns them into intervals: Wilson for the pass and full-coverage proportions, a t-interval for
+mean recall, or a cluster-robust t-interval over sessions when any request of the group belongs
+to a session. A window range is replaced in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.errors import RecallwatchError
+from pipeline.score import DEFAULT_PASS_MARK, setting
+from pipeline.stats import clip_unit, cluster_t_interval, t_interval, wilson_interval
+from pipeline.warehouse import run_script, transaction
+
+GRAINS = {"day": timedelta(days=1), "hour": timedelta(hours=1)}
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class AggregateSummary:
+    grain: str
+    start: datetime | None
+    end: datetime | None
+    rows: int
+
+
+def _range(con, grain: str, start: datetime | None, end: datetime | None):
+    if start is None or end is None:
+        lo, hi = con.execute("SELECT date_trunc($g, min(timestamp)), date_trunc($g, max(timestamp))"
+                             " FROM requests", {"g": grain}).fetchall()[0]
+        if lo is None:
+            return None, None
+        start = start or lo
+        end = end or hi + GRAINS[grain]
+    return start, end
+
+
+def aggregate(con, *, grain: str = "day", start: datetime | None = None,
+              end: datetime | None = None, pass_mark: float | None = None,
+              alpha: float = 0.05, progress: Progress | None = None) -> AggregateSummary:
+    """Recompute window_metrics for the windows of [start, end) (all data when not given)."""
+    if grain not in GRAINS:
+        raise RecallwatchError(f"--window {grain!r} must be one of {', '.join(GRAINS)}.")
+    if pass_mark is None:
+        pass_mark = float(setting(con, "pass_mark", str(DEFAULT_PASS_MARK)))
+    start, end = _range(con, grain, start, end)
+    if start is None:
+        return AggregateSummary(grain, None, None, 0)
+    if progress:
+        progress(f"aggregate by {grain}", 0, 2)
+    params = {"start": start, "end": end, "grain": grain}
+    with transaction(con):
+        run_script(con, "window_slices", params)
+        run_script(con, "window_metrics", {"pass_mark": pass_mark})
+        if progress:
+            progress(f"aggregate by {grain}", 1, 2)
+        table = _with_intervals(con, grain, pass_mark, alpha)
+        # windows are keyed by their start: a range's windows are replaced whole
+        con.execute("DELETE FROM window_metrics WHERE grain = $grain AND window_start >= $start "
+                    "AND window_start < $end", params)
+        con.register("metrics_batch", table)
+        con.execute("INSERT INTO window_metrics BY NAME SELECT * FROM metrics_batch")
+        con.unregister("metrics_batch")
+    if progress:
+        progress(f"aggregate by {grain}", 2, 2)
+    return AggregateSummary(grain, start, end, table.num_rows)
+
+
+def _with_intervals(con, grain: str, pass_mark: float, alpha: float) -> pa.Table:
+    stats = con.sql("""
+        SELECT s.*, coalesce(e.n_excluded, 0) AS n_excluded
+        FROM agg_stats s
+        LEFT JOIN agg_excluded e USING (window_start, slice, route)
+        ORDER BY window_start, slice, route, gold_version, k
+    """).to_arrow_table()
+    col = {name: stats.column(name).to_numpy(zero_copy_only=False)
+           for name in stats.column_names}
+    n = col["n"].astype(float)
+    mean = col["mean_recall"].astype(float)
+    plain = clip_unit(t_interval(n, mean, col["var_recall"].astype(float), alpha))
+    clustered = clip_unit(cluster_t_interval(
+        n, col["n_clusters"].astype(float), mean * n, col["sum_cluster_sq"].astype(float),
+        col["sum_cluster_cross"].astype(float), col["sum_size_sq"].astype(float), alpha))
+    use_cluster = col["any_session"].astype(bool)
+    passes = wilson_interval(col["n_pass"].astype(float), n, alpha)
+    full = wilson_interval(col["n_full"].astype(float), n, alpha)
+    step = GRAINS[grain]
+
+    def nullable(values: np.ndarray) -> pa.Array:
+        values = np.asarray(values, dtype=float)
+        return pa.array(values, mask=np.isnan(values), type=pa.float64())
+
+    return pa.table({
+        "window_start": stats.column("window_start"),
+        "window_end": pa.array([w + step for w in stats.column("window_start").to_pylist()],
+                               pa.timestamp("us")),
+        "grain": pa.array([grain] * stats.num_rows, pa.string()),
+        "slice": stats.column("slice"),
+        "route": stats.column("route"),
+        "k": stats.column("k"),
+        "gold_version": stats.column("gold_version"),
+        "n": stats.column("n"),
+        "n_sessions": np.where(use_cluster, col["n_clusters"], col["n"]).astype(np.int64),
+        "mean_recall": nullable(mean),
+        "ci_low": nullable(np.where(use_cluster, clustered.low, plain.low)),
+        "ci_high": nullable(np.where(use_cluster, clustered.high, plain.high)),
+        "ci_method": pa.array(np.where(use_cluster, "cluster_t", "t").tolist(), pa.string()),
+        "mean_precision": stats.column("mean_precision"),
+        "pass_mark": pa.array([pass_mark] * stats.num_rows, pa.float64()),
+        "pass_rate": nullable(col["n_pass"] / n),
+        "pass_ci_low": nullable(passes.low),
+        "pass_ci_high": nullable(passes.high),
+        "full_coverage_rate": nullable(col["n_full"] / n),
+        "fc_ci_low": nullable(full.low),
+        "fc_ci_high": nullable(full.high),
+        "index_versions": stats.column("index_versions"),
+        "max_index_size": stats.column("max_index_size"),
+        "n_excluded": stats.column("n_excluded"),
+    })

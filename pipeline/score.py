@@ -1,0 +1,120 @@
+"""Score: context recall per request, one UTC day window at a time.
+
+Each window is replaced in one transaction (delete its rows, insert the new ones), so scoring a
+window twice changes nothing and scoring one day never touches another. The chunk-ID route is
+sql/score_ids.sql; this module picks the gold-set version and the windows, and records the
+settings the aggregation needs (cutoffs, pass mark)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pipeline.errors import RecallwatchError
+from pipeline.warehouse import run_script, transaction
+
+DEFAULT_CUTOFFS = (1, 3, 5, 10, 20, 50, 100)
+DEFAULT_PASS_MARK = 0.7
+ROUTES = ("ids",)
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    gold_version: str
+    windows: tuple[tuple[datetime, datetime], ...]
+    by_status: dict[str, int]
+
+
+def parse_cutoffs(text: str) -> tuple[int, ...]:
+    """'1,3,5' -> (1, 3, 5): positive integers, sorted, duplicates dropped."""
+    try:
+        values = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise RecallwatchError(
+            f"--cutoffs {text!r} must be comma-separated positive integers, e.g. 1,3,5,10."
+        ) from None
+    if not values or values[0] < 1:
+        raise RecallwatchError(f"--cutoffs {text!r} must be positive integers, e.g. 1,3,5,10.")
+    return tuple(values)
+
+
+def latest_gold_version(con) -> str:
+    rows = con.execute(
+        "SELECT gold_version FROM gold_versions ORDER BY seq DESC LIMIT 1").fetchall()
+    if not rows:
+        raise RecallwatchError(
+            "no gold set is loaded: run `recallwatch ingest gold PATH --version V` first."
+        )
+    return rows[0][0]
+
+
+def day_windows(con, start: datetime | None, end: datetime | None,
+                table: str = "requests") -> list[tuple[datetime, datetime]]:
+    """UTC day windows covering [start, end), or every day that has requests when both are
+    None. A partial day at either end is clipped to the given bounds."""
+    if start is None or end is None:
+        lo, hi = con.execute(
+            "SELECT min(timestamp), max(timestamp) FROM requests").fetchall()[0]
+        if lo is None:
+            return []
+        start = start or datetime.combine(lo.date(), datetime.min.time())
+        end = end or datetime.combine(hi.date(), datetime.min.time()) + timedelta(days=1)
+    if end <= start:
+        raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
+    windows = []
+    cursor = start
+    while cursor < end:
+        next_day = datetime.combine(cursor.date(), datetime.min.time()) + timedelta(days=1)
+        windows.append((cursor, min(next_day, end)))
+        cursor = next_day
+    return windows
+
+
+def save_settings(con, **values) -> None:
+    for name, value in values.items():
+        con.execute("DELETE FROM settings WHERE name = $name", {"name": name})
+        con.execute("INSERT INTO settings VALUES ($name, $value)",
+                    {"name": name, "value": str(value)})
+
+
+def setting(con, name: str, default: str) -> str:
+    rows = con.execute("SELECT value FROM settings WHERE name = $name", {"name": name}).fetchall()
+    return rows[0][0] if rows else default
+
+
+def score(con, *, start: datetime | None = None, end: datetime | None = None,
+          cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS, pass_mark: float = DEFAULT_PASS_MARK,
+          gold_version: str | None = None, route: str = "ids",
+          progress: Progress | None = None) -> ScoreSummary:
+    """Score every request in [start, end) (every window with data when not given)."""
+    if route not in ROUTES:
+        raise RecallwatchError(f"route {route!r} is not available; choose one of {ROUTES}.")
+    if not 0.0 <= pass_mark <= 1.0:
+        raise RecallwatchError(f"--pass-mark {pass_mark} must lie in [0, 1].")
+    gold_version = gold_version or latest_gold_version(con)
+    known = con.execute("SELECT 1 FROM gold_versions WHERE gold_version = $v",
+                        {"v": gold_version}).fetchall()
+    if not known:
+        raise RecallwatchError(f"gold version {gold_version!r} is not loaded.")
+    windows = day_windows(con, start, end)
+    with transaction(con):
+        save_settings(con, cutoffs=",".join(map(str, cutoffs)), pass_mark=pass_mark)
+    for done, (w_start, w_end) in enumerate(windows):
+        if progress:
+            progress(f"score {w_start:%Y-%m-%d}", done, len(windows))
+        with transaction(con):
+            run_script(con, f"score_{route}", {
+                "start": w_start, "end": w_end, "gold_version": gold_version,
+                "cutoffs": list(cutoffs)})
+    if progress:
+        progress("score", len(windows), len(windows))
+    by_status = {}
+    if windows:
+        by_status = dict(con.execute(
+            "SELECT status, count(*) FROM request_scores WHERE route = $route "
+            "AND timestamp >= $start AND timestamp < $end GROUP BY status ORDER BY status",
+            {"route": route, "start": windows[0][0], "end": windows[-1][1]}).fetchall())
+    return ScoreSummary(gold_version, tuple(windows), by_status)

@@ -1,0 +1,92 @@
+-- score_ids: context recall by gold chunk IDs for the requests of one window [$start, $end).
+-- Grain: request_scores one row per request (route 'ids'); recall_at_k one row per scored
+-- request and cutoff; miss_causes one row per missing gold chunk of a scored request.
+-- Parameters: $start, $end (TIMESTAMP, UTC), $gold_version, $cutoffs (INTEGER[]).
+-- A request joins its golden by gold_id, else by normalized query text. Recall counts a gold
+-- chunk as covered when its best logged rank (over all retrieval steps) is within the served k;
+-- at a cutoff c the served k still caps it, so candidates beyond k never count and a list
+-- shorter than c keeps its full-list value. Run inside one transaction (score.py does).
+
+DELETE FROM request_scores
+WHERE route = 'ids' AND timestamp >= $start AND timestamp < $end;
+
+DELETE FROM recall_at_k
+WHERE route = 'ids'
+  AND request_id IN (SELECT request_id FROM requests WHERE timestamp >= $start AND timestamp < $end);
+
+DELETE FROM miss_causes
+WHERE route = 'ids'
+  AND request_id IN (SELECT request_id FROM requests WHERE timestamp >= $start AND timestamp < $end);
+
+CREATE OR REPLACE TEMP TABLE score_window AS
+WITH by_question AS (
+    -- two goldens with the same normalized question: the smallest gold_id answers, always
+    SELECT question_norm, min(gold_id) AS gold_id
+    FROM goldens
+    WHERE gold_version = $gold_version
+    GROUP BY question_norm
+),
+joined AS (
+    SELECT r.request_id, r.timestamp, r.index_version, r.k, r.chunk_ids, r.chunk_ranks,
+           g.gold_id, g.gold_chunk_ids
+    FROM requests r
+    LEFT JOIN by_question q ON r.gold_id IS NULL AND q.question_norm = r.query_norm
+    LEFT JOIN goldens g
+           ON g.gold_version = $gold_version AND g.gold_id = coalesce(r.gold_id, q.gold_id)
+    WHERE r.timestamp >= $start AND r.timestamp < $end
+)
+SELECT
+    *,
+    CASE
+        WHEN gold_id IS NULL THEN 'no_gold_match'
+        WHEN len(gold_chunk_ids) = 0 THEN 'no_evidence'
+        ELSE 'scored'
+    END AS status,
+    -- best rank of each gold chunk among the logged candidates, NULL when never logged
+    list_transform(gold_chunk_ids, lambda g: chunk_ranks[list_position(chunk_ids, g)])
+        AS gold_ranks
+FROM joined;
+
+INSERT INTO request_scores
+SELECT
+    request_id, timestamp, gold_id,
+    CASE WHEN gold_id IS NOT NULL THEN $gold_version END,
+    index_version, 'ids', k,
+    CASE WHEN status = 'scored' THEN len(gold_chunk_ids) END AS needed,
+    CASE WHEN status = 'scored' THEN len(list_filter(gold_ranks, lambda r: r <= k)) END AS covered,
+    CASE WHEN status = 'scored' THEN covered / needed END,
+    CASE WHEN status = 'scored' THEN covered = needed END,
+    CASE WHEN status = 'scored'
+         THEN covered / nullif(len(list_filter(chunk_ranks, lambda r: r <= k)), 0) END,
+    status
+FROM score_window;
+
+INSERT INTO recall_at_k
+SELECT
+    request_id, 'ids', cutoff,
+    len(list_filter(gold_ranks, lambda r: r <= least(cutoff, k))) / len(gold_chunk_ids),
+    len(list_filter(gold_ranks, lambda r: r <= least(cutoff, k)))
+        / nullif(len(list_filter(chunk_ranks, lambda r: r <= least(cutoff, k))), 0),
+    len(list_filter(gold_ranks, lambda r: r <= least(cutoff, k))) > 0
+FROM score_window, unnest($cutoffs::INTEGER[]) AS c(cutoff)
+WHERE status = 'scored';
+
+INSERT INTO miss_causes
+WITH missing AS (
+    SELECT request_id, gold_id, index_version, k,
+           unnest(gold_chunk_ids) AS chunk_id, unnest(gold_ranks) AS rank
+    FROM score_window
+    WHERE status = 'scored'
+)
+SELECT
+    m.request_id, 'ids', $gold_version, m.gold_id, m.index_version, m.chunk_id,
+    CASE
+        WHEN m.rank IS NOT NULL THEN 'beyond_k'
+        WHEN v.index_version IS NOT NULL AND c.chunk_id IS NULL THEN 'not_in_index'
+        ELSE 'not_retrieved'
+    END,
+    m.rank
+FROM missing m
+LEFT JOIN (SELECT DISTINCT index_version FROM index_chunks) v USING (index_version)
+LEFT JOIN index_chunks c USING (index_version, chunk_id)
+WHERE m.rank IS NULL OR m.rank > m.k;

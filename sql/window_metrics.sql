@@ -1,0 +1,51 @@
+-- window_metrics: sufficient statistics of recall per window x slice x route x gold version x
+-- cutoff k, for the interval functions of pipeline/stats.py. Grain: one row per group in
+-- agg_stats. Input: agg_requests (window_slices.sql). Parameters: $pass_mark.
+-- Cluster sums are per session (a request without one is its own cluster).
+
+CREATE OR REPLACE TEMP TABLE agg_stats AS
+WITH scored AS (
+    SELECT a.window_start, a.slice, s.route, s.gold_version, rk.k, a.cluster_key, a.in_session,
+           a.index_version, a.index_size, rk.recall, rk.precision
+    FROM agg_requests a
+    JOIN request_scores s ON s.request_id = a.request_id AND s.status = 'scored'
+    JOIN recall_at_k rk ON rk.request_id = s.request_id AND rk.route = s.route
+),
+clusters AS (
+    SELECT window_start, slice, route, gold_version, k, cluster_key,
+           count(*) AS n_g, sum(recall) AS s_g
+    FROM scored
+    GROUP BY ALL
+),
+cluster_sums AS (
+    SELECT window_start, slice, route, gold_version, k,
+           count(*) AS n_clusters,
+           sum(s_g * s_g) AS sum_cluster_sq,
+           sum(s_g * n_g) AS sum_cluster_cross,
+           sum(n_g * n_g) AS sum_size_sq
+    FROM clusters
+    GROUP BY ALL
+),
+moments AS (
+    SELECT window_start, slice, route, gold_version, k,
+           count(*) AS n,
+           avg(recall) AS mean_recall,
+           coalesce(var_samp(recall), 0) AS var_recall,
+           avg(precision) AS mean_precision,
+           count(*) FILTER (WHERE recall >= $pass_mark) AS n_pass,
+           count(*) FILTER (WHERE recall >= 1.0) AS n_full,
+           bool_or(in_session) AS any_session,
+           list(DISTINCT index_version ORDER BY index_version) AS index_versions,
+           max(index_size) AS max_index_size
+    FROM scored
+    GROUP BY ALL
+)
+SELECT m.*, c.n_clusters, c.sum_cluster_sq, c.sum_cluster_cross, c.sum_size_sq
+FROM moments m
+JOIN cluster_sums c USING (window_start, slice, route, gold_version, k);
+
+CREATE OR REPLACE TEMP TABLE agg_excluded AS
+SELECT a.window_start, a.slice, s.route, count(*) AS n_excluded
+FROM agg_requests a
+JOIN request_scores s ON s.request_id = a.request_id AND s.status <> 'scored'
+GROUP BY ALL;
