@@ -7,16 +7,22 @@
 -- at a cutoff c the served k still caps it, so candidates beyond k never count and a list
 -- shorter than c keeps its full-list value. Run inside one transaction (score.py does).
 
-DELETE FROM request_scores
+-- the window's old rows go first: those of its requests wherever they were scored before, and
+-- scores dated in the window whose request has since been removed or moved
+CREATE OR REPLACE TEMP TABLE score_window_ids AS
+SELECT request_id FROM requests WHERE timestamp >= $start AND timestamp < $end
+UNION
+SELECT request_id FROM request_scores
 WHERE route = 'ids' AND timestamp >= $start AND timestamp < $end;
 
 DELETE FROM recall_at_k
-WHERE route = 'ids'
-  AND request_id IN (SELECT request_id FROM requests WHERE timestamp >= $start AND timestamp < $end);
+WHERE route = 'ids' AND request_id IN (SELECT request_id FROM score_window_ids);
 
 DELETE FROM miss_causes
-WHERE route = 'ids'
-  AND request_id IN (SELECT request_id FROM requests WHERE timestamp >= $start AND timestamp < $end);
+WHERE route = 'ids' AND request_id IN (SELECT request_id FROM score_window_ids);
+
+DELETE FROM request_scores
+WHERE route = 'ids' AND request_id IN (SELECT request_id FROM score_window_ids);
 
 CREATE OR REPLACE TEMP TABLE score_window AS
 WITH by_question AS (

@@ -1,0 +1,343 @@
+"""The `recallwatch` command: thin shells over the pipeline functions, one per step.
+
+Each command opens the warehouse (--warehouse, else RECALLWATCH_WAREHOUSE, else
+./warehouse/recallwatch.duckdb), calls one pipeline function and prints what it did. Errors a
+user can fix end in one sentence on stderr and exit code 2; progress goes to stderr on a
+terminal."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pipeline.errors import RecallwatchError
+
+DEFAULT_CUTOFFS_TEXT = "1,3,5,10,20,50,100"
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+def _when(text: str) -> datetime:
+    """An ISO date or date-time; naive means UTC. Returned as naive UTC."""
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO date or date-time (e.g. 2026-11-01)") from None
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def _unit(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number in [0, 1]") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
+    return value
+
+
+@contextmanager
+def _progress():
+    """A progress callback: a bar on stderr when it is a terminal, silence otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+                  transient=True, console=_console(stderr=True)) as bar:
+        task = bar.add_task("", total=None)
+
+        def update(description: str, done: int, total: int) -> None:
+            bar.update(task, description=description, completed=done, total=total)
+
+        yield update
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _connect(args, read_only: bool = False):
+    from pipeline.warehouse import connect
+
+    return connect(args.warehouse, read_only=read_only)
+
+
+def _print_ingest(summary) -> None:
+    for f in summary.files:
+        state = "unchanged, skipped" if f.skipped else (
+            f"read {f.read}, loaded {f.loaded}, quarantined {f.quarantined}")
+        print(f"{f.source}: {state}")
+    print(f"total: read {summary.read}, loaded {summary.loaded}, "
+          f"quarantined {summary.quarantined} (new files only)")
+
+
+# ---------------------------------------------------------------------------------- commands
+
+def cmd_ingest_logs(args) -> None:
+    from pipeline.ingest import ingest_logs
+
+    with _connect(args) as con, _progress() as progress:
+        summary = ingest_logs(con, args.paths, max_record_bytes=args.max_record_bytes,
+                              progress=progress)
+    _print_ingest(summary)
+
+
+def cmd_ingest_gold(args) -> None:
+    from pipeline.ingest import ingest_gold
+
+    with _connect(args) as con:
+        f = ingest_gold(con, args.path, args.version)
+    state = "unchanged, skipped" if f.skipped else (
+        f"read {f.read}, loaded {f.loaded}, quarantined {f.quarantined}")
+    print(f"gold {args.version} from {f.source}: {state}")
+
+
+def cmd_ingest_index(args) -> None:
+    from pipeline.ingest import ingest_index
+
+    with _connect(args) as con:
+        f = ingest_index(con, args.path, args.version)
+    state = "unchanged, skipped" if f.skipped else (
+        f"read {f.read}, loaded {f.loaded}, quarantined {f.quarantined}")
+    print(f"index {args.version} from {f.source}: {state}")
+
+
+def cmd_score(args) -> None:
+    from pipeline.score import parse_cutoffs, score
+
+    cutoffs = parse_cutoffs(args.cutoffs)
+    with _connect(args) as con, _progress() as progress:
+        summary = score(con, start=args.start, end=args.end, cutoffs=cutoffs,
+                        pass_mark=args.pass_mark, gold_version=args.gold_version,
+                        progress=progress)
+    if not summary.windows:
+        print("nothing to score: no requests in the warehouse for that window.")
+        return
+    statuses = ", ".join(f"{k} {v}" for k, v in summary.by_status.items()) or "no requests"
+    print(f"scored {len(summary.windows)} day window(s) "
+          f"{summary.windows[0][0]:%Y-%m-%d}..{summary.windows[-1][1]:%Y-%m-%d} "
+          f"against gold {summary.gold_version} (route ids, cutoffs {args.cutoffs}): {statuses}")
+
+
+def cmd_aggregate(args) -> None:
+    from pipeline.aggregate import aggregate
+
+    with _connect(args) as con, _progress() as progress:
+        summary = aggregate(con, grain=args.window, start=args.start, end=args.end,
+                            pass_mark=args.pass_mark, progress=progress)
+    if summary.start is None:
+        print("nothing to aggregate: no requests in the warehouse.")
+        return
+    print(f"window_metrics: {summary.rows} rows by {summary.grain} "
+          f"for {summary.start:%Y-%m-%d %H:%M}..{summary.end:%Y-%m-%d %H:%M}")
+
+
+def cmd_report(args) -> None:
+    from pipeline.report import write_report
+
+    with _connect(args) as con:
+        path = write_report(con, Path(args.out), k=args.k, gold_version=args.gold_version)
+    print(f"report: {path.resolve()}")
+
+
+def cmd_export(args) -> None:
+    from pipeline.export import export_table
+
+    with _connect(args, read_only=True) as con:
+        n = export_table(con, args.table, args.file)
+    print(f"{args.table}: {n} rows written to {args.file}")
+
+
+def cmd_run(args) -> None:
+    from pipeline.run import run
+    from pipeline.score import parse_cutoffs
+
+    if bool(args.gold) != bool(args.gold_version):
+        raise RecallwatchError("--gold and --gold-version go together.")
+    index = [tuple(pair.split("=", 1)[::-1]) for pair in args.index or []]
+    if any(len(pair) != 2 for pair in index):
+        raise RecallwatchError("--index takes VERSION=PATH, e.g. --index idx-v2=manifest.parquet.")
+    with _connect(args) as con, _progress() as progress:
+        summary = run(con, logs=args.logs, gold=args.gold, gold_version=args.gold_version,
+                      index=index, cutoffs=parse_cutoffs(args.cutoffs),
+                      pass_mark=args.pass_mark,
+                      report_dir=Path(args.out) if args.out else None, progress=progress)
+        if summary.ingest:
+            _print_ingest(summary.ingest)
+        print(f"scored and aggregated {len(summary.days_scored)} day window(s)")
+        _print_summary_table(con)
+    if summary.report:
+        print(f"report: {summary.report.resolve()}")
+
+
+def cmd_demo(args) -> None:
+    from pipeline.demo import generate_demo_world
+    from pipeline.run import run
+
+    out = Path(args.dir)
+    print(f"generating the demo world in {out} ...", flush=True)
+    world = generate_demo_world(out, seed=args.seed)
+    with _connect(args) as con, _progress() as progress:
+        summary = run(
+            con, logs=[str(world.logs_dir)], gold=str(world.gold_path),
+            gold_version=world.gold_version,
+            index=[(str(path), version) for version, path in world.index_manifests.items()],
+            report_dir=Path(args.out), progress=progress)
+        _print_ingest(summary.ingest)
+        _print_summary_table(con)
+    print(f"\nwarehouse: {Path(con_path(args)).resolve()}")
+    print(f"report: {summary.report.resolve()}")
+
+
+def con_path(args) -> str:
+    from pipeline.warehouse import warehouse_path
+
+    return str(warehouse_path(args.warehouse))
+
+
+def _print_summary_table(con) -> None:
+    """Per index version: days, requests scored, mean recall on its first and last day and its
+    lowest day — the shape of drift at a glance."""
+    from rich.table import Table
+
+    rows = con.execute("""
+        WITH days AS (
+            SELECT window_start, k, n, mean_recall, ci_low, ci_high, gold_version,
+                   index_versions[1] AS index_version, max_index_size
+            FROM window_metrics
+            WHERE grain = 'day' AND slice = 'all' AND route = 'ids'
+              AND len(index_versions) = 1
+              AND k = (SELECT coalesce(max(k) FILTER (WHERE k <= 10), min(k))
+                       FROM window_metrics WHERE route = 'ids')
+        )
+        SELECT index_version, k, gold_version, count(*) AS days, sum(n) AS n,
+               arg_min(mean_recall, window_start) AS first_recall,
+               arg_max(mean_recall, window_start) AS last_recall,
+               min(mean_recall) AS lowest, max(max_index_size) AS index_size
+        FROM days GROUP BY ALL ORDER BY min(window_start)
+    """).fetchall()
+    if not rows:
+        print("no scored windows yet.")
+        return
+    table = Table(title="mean recall per day, slice all, route ids")
+    for name in ("index version", "k", "gold version", "days", "n", "first day", "last day",
+                 "lowest day", "max index size"):
+        table.add_column(name, justify="left" if name.endswith("version") else "right")
+    for version, k, gold, days, n, first, last, lowest, size in rows:
+        table.add_row(version, str(k), gold, str(days), str(n), f"{first:.3f}", f"{last:.3f}",
+                      f"{lowest:.3f}", f"{size or 0:,}")
+    _console().print(table)
+
+
+# ---------------------------------------------------------------------------------- parser
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="recallwatch",
+        description="Context-recall monitoring for the retrieval half of RAG systems.")
+    parser.add_argument("--warehouse", default=None, metavar="PATH",
+                        help="DuckDB file (default: $RECALLWATCH_WAREHOUSE or "
+                             "./warehouse/recallwatch.duckdb)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ingest = sub.add_parser("ingest", help="load logs, a gold set or an index manifest")
+    ingest_sub = ingest.add_subparsers(dest="what", required=True, metavar="WHAT")
+    p = ingest_sub.add_parser("logs", help="request logs: JSONL[.gz] or Parquet files, "
+                                           "directories (hive partitions) or globs")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--max-record-bytes", type=int, default=8 * 1024 * 1024,
+                   help="longer lines are quarantined (default 8 MiB)")
+    p.set_defaults(func=cmd_ingest_logs)
+    p = ingest_sub.add_parser("gold", help="a gold set (JSONL, CSV or Parquet) as one version")
+    p.add_argument("path")
+    p.add_argument("--version", required=True, help="gold-set version, e.g. gold-2026-11")
+    p.set_defaults(func=cmd_ingest_gold)
+    p = ingest_sub.add_parser("index", help="the chunk manifest of one index version")
+    p.add_argument("path")
+    p.add_argument("--version", required=True, help="index version, e.g. idx-2026-10-28")
+    p.set_defaults(func=cmd_ingest_index)
+
+    def window_args(p, what: str) -> None:
+        p.add_argument("--start", type=_when, help=f"first instant to {what} (UTC, inclusive)")
+        p.add_argument("--end", type=_when, help=f"end of the window to {what} (UTC, exclusive)")
+
+    p = sub.add_parser("score", help="score context recall per request (route ids)")
+    window_args(p, "score")
+    p.add_argument("--cutoffs", default=DEFAULT_CUTOFFS_TEXT,
+                   help=f"recall@k cutoffs (default {DEFAULT_CUTOFFS_TEXT})")
+    p.add_argument("--pass-mark", type=_unit, default=0.7,
+                   help="recall at or above this passes (default 0.7)")
+    p.add_argument("--gold-version", help="gold-set version (default: the last loaded)")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("aggregate", help="window metrics with intervals, per slice")
+    p.add_argument("--window", choices=("day", "hour"), default="day")
+    window_args(p, "aggregate")
+    p.add_argument("--pass-mark", type=_unit, default=None,
+                   help="default: the pass mark of the last score run")
+    p.set_defaults(func=cmd_aggregate)
+
+    p = sub.add_parser("report", help="write the self-contained HTML report")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--k", type=int, help="cutoff for the headline figures (default: served k)")
+    p.add_argument("--gold-version", help="default: the last loaded")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("export", help="write a table to .csv, .parquet or .jsonl")
+    p.add_argument("table")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("run", help="all steps for new data: ingest, score, aggregate, report")
+    p.add_argument("--logs", nargs="+", metavar="PATH", help="log files/directories/globs")
+    p.add_argument("--gold", metavar="PATH", help="gold set to load first")
+    p.add_argument("--gold-version")
+    p.add_argument("--index", action="append", metavar="VERSION=PATH",
+                   help="index manifest to load first (repeatable)")
+    p.add_argument("--cutoffs", default=DEFAULT_CUTOFFS_TEXT)
+    p.add_argument("--pass-mark", type=_unit, default=0.7)
+    p.add_argument("--out", metavar="DIR", default="reports/latest",
+                   help="report directory (default reports/latest)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("demo", help="generate the demo world and run everything on it")
+    p.add_argument("--dir", default="demo-world", help="where the demo world is written")
+    p.add_argument("--out", default="reports/demo", help="report directory")
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except RecallwatchError as exc:
+        print(f"recallwatch: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("recallwatch: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug, not a user error: say so, keep the trace on request
+        if os.environ.get("RECALLWATCH_DEBUG"):
+            traceback.print_exc()
+        print(f"recallwatch: internal error: {type(exc).__name__}: {exc} "
+              "(set RECALLWATCH_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Export a warehouse table to CSV, Parquet or JSON Lines, chosen by the file's extension."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.errors import RecallwatchError
+from pipeline.warehouse import public_table
+
+FORMATS = (".csv", ".parquet", ".jsonl")
+
+
+def export_table(con, table: str, path: str | Path) -> int:
+    """Write every row of `table` to `path`; returns the row count."""
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix not in FORMATS:
+        raise RecallwatchError(
+            f"{target}: cannot tell the format; name the file .csv, .parquet or .jsonl."
+        )
+    rel = con.sql(f"SELECT * FROM {public_table(table)}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".csv":
+        rel.to_csv(str(target))
+    elif suffix == ".parquet":
+        rel.to_parquet(str(target))
+    else:
+        rel.pl().write_ndjson(target)
+    return con.sql(f"SELECT count(*) FROM {public_table(table)}").fetchall()[0][0]

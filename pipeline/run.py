@@ -1,0 +1,79 @@
+"""Run: every step for new data, in order — ingest the given files (unchanged files are
+skipped), score the day windows that gained or lost requests or were never scored, aggregate
+those windows, and write the report. The CLI's `run` and `demo` and any scheduler call this."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from pipeline.aggregate import aggregate
+from pipeline.ingest import IngestSummary, ingest_gold, ingest_index, ingest_logs
+from pipeline.score import DEFAULT_CUTOFFS, DEFAULT_PASS_MARK, score
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    ingest: IngestSummary | None
+    days_scored: tuple[datetime, ...]
+    report: Path | None
+
+
+def days_to_score(con, changed_sources: list[str], route: str = "ids") -> list[datetime]:
+    """Days with requests from files (re)ingested now, with requests never scored, or with
+    scores whose request is gone; a new gold version rescores everything (see run)."""
+    rows = con.execute("""
+        SELECT DISTINCT date_trunc('day', timestamp) AS day FROM requests
+        WHERE source IN (SELECT unnest($sources::VARCHAR[]))
+        UNION
+        SELECT DISTINCT date_trunc('day', r.timestamp) FROM requests r
+        ANTI JOIN request_scores s ON s.request_id = r.request_id AND s.route = $route
+        UNION
+        SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s
+        ANTI JOIN requests r ON s.request_id = r.request_id
+        ORDER BY day
+    """, {"sources": changed_sources, "route": route}).fetchall()
+    return [row[0] for row in rows]
+
+
+def contiguous(days: list[datetime]) -> list[tuple[datetime, datetime]]:
+    """Runs of consecutive days as [start, end) ranges, so each is one score/aggregate call."""
+    ranges: list[tuple[datetime, datetime]] = []
+    for day in days:
+        if ranges and ranges[-1][1] == day:
+            ranges[-1] = (ranges[-1][0], day + timedelta(days=1))
+        else:
+            ranges.append((day, day + timedelta(days=1)))
+    return ranges
+
+
+def run(con, *, logs: list[str] | None = None, gold: str | None = None,
+        gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
+        cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS, pass_mark: float = DEFAULT_PASS_MARK,
+        report_dir: Path | None = None, progress=None) -> RunSummary:
+    rescore_all = False
+    if gold:
+        result = ingest_gold(con, gold, gold_version or "")
+        rescore_all = not result.skipped
+    for path, version in index or []:
+        rescore_all |= not ingest_index(con, path, version).skipped
+    summary = ingest_logs(con, logs, progress=progress) if logs else None
+    changed = [f.source for f in summary.files if not f.skipped] if summary else []
+    if rescore_all:
+        ranges = [(None, None)]
+    else:
+        ranges = contiguous(days_to_score(con, changed))
+    days: list[datetime] = []
+    for start, end in ranges:
+        scored = score(con, start=start, end=end, cutoffs=cutoffs, pass_mark=pass_mark,
+                       progress=progress)
+        days.extend(w[0] for w in scored.windows)
+        if scored.windows:
+            aggregate(con, start=scored.windows[0][0], end=scored.windows[-1][1],
+                      pass_mark=pass_mark, progress=progress)
+    report = None
+    if report_dir is not None:
+        from pipeline.report import write_report
+        report = write_report(con, report_dir)
+    return RunSummary(summary, tuple(days), report)

@@ -1,0 +1,84 @@
+"""Shared fixtures: a fresh warehouse per test, log/gold writers, and the CLI run in-process."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline import cli
+from pipeline.warehouse import PUBLIC_TABLES, connect
+
+ALL_TABLES = PUBLIC_TABLES + ("requests", "retrieved", "goldens", "gold_versions",
+                              "index_chunks", "ingest_files", "settings")
+
+
+def write_jsonl(path: Path, records: list) -> Path:
+    """Records may be dicts (dumped as JSON) or raw str/bytes lines (written as they are)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        for record in records:
+            if isinstance(record, bytes):
+                fh.write(record + b"\n")
+            elif isinstance(record, str):
+                fh.write(record.encode("utf-8") + b"\n")
+            else:
+                fh.write(json.dumps(record).encode("utf-8") + b"\n")
+    return path
+
+
+def request(request_id: str, chunks: list, *, ts: str = "2026-11-01T10:00:00Z",
+            query: str = "what is the minimum balance?", gold_id: str | None = "g-1",
+            index_version: str = "idx-1", **extra) -> dict:
+    """A log record; chunks are chunk IDs in rank order (or dicts written as given)."""
+    record = {
+        "request_id": request_id, "timestamp": ts, "query": query,
+        "index_version": index_version,
+        "retrieved": [c if isinstance(c, dict) else {"chunk_id": c} for c in chunks],
+    }
+    if gold_id is not None:
+        record["gold_id"] = gold_id
+    record.update(extra)
+    return record
+
+
+def golden(gold_id: str, chunk_ids: list, question: str = "What is the minimum balance?",
+           **extra) -> dict:
+    return {"gold_id": gold_id, "question": question, "gold_chunk_ids": chunk_ids, **extra}
+
+
+def snapshot(con) -> dict[str, str]:
+    """A digest of every table's sorted rows, to show that a step changed nothing."""
+    digests = {}
+    for table in ALL_TABLES:
+        rows = con.sql(f'SELECT * FROM "{table}"').fetchall()
+        text = "\n".join(sorted(repr(r) for r in rows))
+        digests[table] = hashlib.sha256(text.encode()).hexdigest()
+    return digests
+
+
+@pytest.fixture
+def warehouse(tmp_path) -> Path:
+    return tmp_path / "wh" / "recallwatch.duckdb"
+
+
+@pytest.fixture
+def con():
+    connection = connect(":memory:")
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def run_cli(warehouse, capsys):
+    """Run `recallwatch --warehouse <tmp> ARGS...` in-process; returns (exit code, stdout,
+    stderr)."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = cli.main(["--warehouse", str(warehouse), *map(str, args)])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -1,0 +1,125 @@
+"""The `recallwatch` command end to end on small files: the worked examples of DESIGN.md §1,
+help for every command, and one-sentence errors without tracebacks."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+from tests.conftest import golden, request, write_jsonl
+
+CLAIMS_GOLDEN = golden(
+    "g-bal", ["urban", "fee", "rural", "semi-urban"],
+    question="What is the minimum balance for a savings account?",
+    reference=("Urban branches need a 10,000 balance; a 500 fee applies below it; rural "
+               "branches need 2,500; semi-urban branches need 5,000."),
+)
+
+
+def test_worked_example_three_of_four_claims_is_075_and_passes_07(tmp_path, run_cli, warehouse):
+    write_jsonl(tmp_path / "gold.jsonl", [CLAIMS_GOLDEN])
+    write_jsonl(tmp_path / "logs" / "day.jsonl", [
+        request("r-1", ["urban", "fee", "kyc", "semi-urban"], gold_id="g-bal"),
+    ])
+    assert run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")[0] == 0
+    assert run_cli("ingest", "logs", tmp_path / "logs")[0] == 0
+    assert run_cli("score", "--pass-mark", "0.7")[0] == 0
+    assert run_cli("aggregate")[0] == 0
+    code, out, _ = run_cli("export", "request_scores", tmp_path / "scores.csv")
+    assert code == 0, out
+    (row,) = list(csv.DictReader(open(tmp_path / "scores.csv")))
+    assert (row["needed"], row["covered"], float(row["recall"])) == ("4", "3", 0.75)
+    assert row["status"] == "scored" and row["full_coverage"] == "false"
+    con = duckdb.connect(str(warehouse), read_only=True)
+    pass_rate, pass_mark, n = con.sql(
+        "SELECT pass_rate, pass_mark, n FROM window_metrics "
+        "WHERE slice = 'all' AND k = 5").fetchall()[0]
+    assert (pass_rate, pass_mark, n) == (1.0, 0.7, 1)
+    cause = con.sql("SELECT chunk_id, cause FROM miss_causes").fetchall()
+    assert cause == [("rural", "not_retrieved")]
+
+
+def test_worked_example_ranking_gives_recall_at_1_to_5(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [CLAIMS_GOLDEN])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r-2", ["urban", "fee", "KYC", "semi-urban", "rural"], gold_id="g-bal"),
+    ])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    assert run_cli("score", "--cutoffs", "1,2,3,4,5")[0] == 0
+    run_cli("export", "recall_at_k", tmp_path / "rak.jsonl")
+    import json
+    rows = [json.loads(line) for line in open(tmp_path / "rak.jsonl")]
+    by_k = {r["k"]: r["recall"] for r in rows}
+    assert by_k == {1: 0.25, 2: 0.50, 3: 0.50, 4: 0.75, 5: 1.00}
+
+
+@pytest.mark.parametrize("command", [
+    [], ["ingest"], ["ingest", "logs"], ["ingest", "gold"], ["ingest", "index"], ["score"],
+    ["aggregate"], ["report"], ["export"], ["run"], ["demo"],
+])
+def test_every_command_has_help(command, capsys):
+    from pipeline import cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([*command, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: recallwatch" in capsys.readouterr().out
+
+
+def test_missing_input_is_one_sentence_not_a_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "--warehouse", str(tmp_path / "w.duckdb"),
+         "ingest", "logs", str(tmp_path / "nope")],
+        capture_output=True, text=True, check=False)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"recallwatch: error: no such file or directory: {tmp_path / 'nope'}"
+
+
+def test_score_without_gold_set_says_what_to_do(tmp_path, run_cli):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    code, _, err = run_cli("score")
+    assert code == 2
+    assert "recallwatch ingest gold" in err
+
+
+def test_export_unknown_table_and_format_are_clear_errors(tmp_path, run_cli):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    code, _, err = run_cli("export", "no_such_table", tmp_path / "x.csv")
+    assert code == 2 and "unknown table 'no_such_table'" in err
+    code, _, err = run_cli("export", "quarantine", tmp_path / "x.xlsx")
+    assert code == 2 and ".csv, .parquet or .jsonl" in err
+
+
+def test_busy_warehouse_is_reported_not_crashed(tmp_path, warehouse, run_cli):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('ok', flush=True); "
+         "time.sleep(30)", str(warehouse)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        code, _, err = run_cli("score")
+        assert code == 2
+        assert "in use by another recallwatch process" in err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_warehouse_comes_from_environment(tmp_path, monkeypatch, capsys):
+    from pipeline import cli
+
+    target = tmp_path / "env" / "w.duckdb"
+    monkeypatch.setenv("RECALLWATCH_WAREHOUSE", str(target))
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    assert cli.main(["ingest", "logs", str(tmp_path / "logs.jsonl")]) == 0
+    assert target.exists()

@@ -1,0 +1,207 @@
+"""Chunk-ID scoring (sql/score_ids.sql through pipeline.score): each semantic rule of
+DESIGN.md §1 on its own, then properties against the plain-Python reference."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.aggregate import aggregate
+from pipeline.ingest import ingest_gold, ingest_logs
+from pipeline.score import score
+from pipeline.warehouse import connect
+from tests import reference
+from tests.conftest import golden, request, write_jsonl
+
+
+def load(con, tmp_path, goldens, records, cutoffs=(1, 3, 5, 10, 20, 50, 100)):
+    write_jsonl(tmp_path / "gold.jsonl", goldens)
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    score(con, cutoffs=cutoffs)
+
+
+def scores(con) -> dict[str, tuple]:
+    rows = con.sql("SELECT request_id, status, needed, covered, recall, precision, k "
+                   "FROM request_scores").fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+def test_ids_compare_as_strings(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["7", "08", "c-1"])],
+         [request("r-1", [7, "8", "c-1"])])
+    status, needed, covered, recall, *_ = scores(con)["r-1"]
+    # 7 (a JSON number) is the string "7"; "08" is not "8"
+    assert (status, needed, covered) == ("scored", 3, 2)
+    assert recall == 2 / 3
+
+
+def test_chunk_retrieved_twice_counts_once(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a", "c"])],
+         [request("r-1", ["a", "a", "b", "a"])])
+    _, needed, covered, recall, precision, k = scores(con)["r-1"]
+    assert (needed, covered, recall) == (2, 1, 0.5)
+    assert precision == 0.5  # distinct served chunks: a, b
+    assert k == 4
+
+
+def test_gold_chunk_listed_twice_in_golden_counts_once(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a", "a", "c"])], [request("r-1", ["a"])])
+    assert scores(con)["r-1"][1:4] == (2, 1, 0.5)
+
+
+def test_candidates_beyond_served_k_do_not_count_but_show_as_beyond_k(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a", "b"])],
+         [request("r-1", ["x", "a", "y", "b"], k=2)])
+    _, needed, covered, recall, precision, k = scores(con)["r-1"]
+    assert (k, covered, recall, precision) == (2, 1, 0.5, 0.5)
+    assert con.sql("SELECT chunk_id, cause, rank FROM miss_causes").fetchall() == [
+        ("b", "beyond_k", 4)]
+    at_k = dict(con.sql("SELECT k, recall FROM recall_at_k").fetchall())
+    assert at_k[1] == 0.0 and at_k[3] == 0.5 and at_k[100] == 0.5  # capped by served k
+
+
+def test_agentic_steps_are_scored_over_their_union(con, tmp_path):
+    steps = [[{"chunk_id": "a"}, {"chunk_id": "x"}], [{"chunk_id": "y"}, {"chunk_id": "b"}]]
+    record = request("r-1", [], retrieval_steps=steps)
+    del record["retrieved"]
+    load(con, tmp_path, [golden("g-1", ["a", "b", "c"])], [record])
+    _, needed, covered, recall, _, k = scores(con)["r-1"]
+    assert (needed, covered, k) == (3, 2, 2)
+    at_k = dict(con.sql("SELECT k, recall FROM recall_at_k").fetchall())
+    # top 1 of each step is {a, y}: only a is gold
+    assert at_k[1] == 1 / 3 and at_k[3] == 2 / 3
+
+
+def test_golden_without_evidence_is_excluded_not_zero(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a"]), golden("g-2", [], question="q2")],
+         [request("r-1", ["a"]), request("r-2", ["a"], gold_id="g-2"),
+          request("r-3", ["b"], gold_id="g-2")])
+    result = scores(con)
+    assert result["r-2"][0] == "no_evidence" and result["r-2"][3] is None
+    assert result["r-3"][0] == "no_evidence" and result["r-3"][3] is None
+    aggregate(con)
+    n, mean, excluded = con.sql("SELECT n, mean_recall, n_excluded FROM window_metrics "
+                                "WHERE slice = 'all' AND k = 5").fetchall()[0]
+    assert (n, mean, excluded) == (1, 1.0, 2)
+    assert con.sql("SELECT count(*) FROM recall_at_k WHERE request_id <> 'r-1'"
+                   ).fetchall()[0][0] == 0
+
+
+def test_request_without_golden_is_no_gold_match(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a"])],
+         [request("r-1", ["a"], gold_id="g-404"),
+          request("r-2", ["a"], gold_id=None, query="a question nobody wrote down")])
+    result = scores(con)
+    assert result["r-1"][0] == "no_gold_match" and result["r-1"][3] is None
+    assert result["r-2"][0] == "no_gold_match"
+
+
+def test_request_without_gold_id_joins_by_normalized_question(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a"], question="What is the Minimum  balance?")],
+         [request("r-1", ["a"], gold_id=None, query="  WHAT is the ｍｉｎｉｍｕｍ balance? ")])
+    status, *_ = scores(con)["r-1"]
+    assert status == "scored"
+    assert con.sql("SELECT gold_id FROM request_scores").fetchall() == [("g-1",)]
+
+
+def test_empty_retrieval_with_reference_is_a_real_zero(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a", "b"])], [request("r-1", [])])
+    status, needed, covered, recall, precision, k = scores(con)["r-1"]
+    assert (status, needed, covered, recall, precision, k) == ("scored", 2, 0, 0.0, None, 0)
+
+
+def test_missing_chunk_with_manifest_is_not_in_index(con, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.ingest import ingest_index
+
+    pq.write_table(pa.table({"chunk_id": ["a", "b"], "text": ["A", "B"]}), tmp_path / "m.parquet")
+    ingest_index(con, str(tmp_path / "m.parquet"), "idx-1")
+    load(con, tmp_path, [golden("g-1", ["a", "b", "gone"])], [request("r-1", ["a"])])
+    causes = dict(con.sql("SELECT chunk_id, cause FROM miss_causes").fetchall())
+    assert causes == {"b": "not_retrieved", "gone": "not_in_index"}
+
+
+def test_scoring_is_repeatable(con, tmp_path):
+    from tests.conftest import snapshot
+
+    load(con, tmp_path, [golden("g-1", ["a", "b"])],
+         [request("r-1", ["a"]), request("r-2", ["b", "a"], session_id="s-1")])
+    aggregate(con)
+    before = snapshot(con)
+    score(con)
+    aggregate(con)
+    assert snapshot(con) == before
+
+
+# ------------------------------------------------------------------------- properties
+
+chunk = st.sampled_from([f"c{i}" for i in range(12)])
+ranking = st.lists(chunk, max_size=15)
+
+
+@st.composite
+def scenario(draw):
+    requests = []
+    for i in range(draw(st.integers(1, 6))):
+        gold = draw(st.lists(chunk, min_size=1, max_size=5, unique=True))
+        steps = draw(st.lists(ranking, min_size=1, max_size=3))
+        k = draw(st.one_of(st.none(), st.integers(0, 12)))
+        requests.append((f"r-{i}", gold, steps, k))
+    return requests
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenario())
+def test_recall_at_k_matches_reference_and_is_monotone_in_unit_interval(tmp_path_factory, case):
+    tmp = tmp_path_factory.mktemp("prop")
+    goldens, records, expected = [], [], {}
+    for request_id, gold, steps, k in case:
+        gold_id = "g-" + request_id
+        goldens.append(golden(gold_id, gold, question=request_id))
+        step_items = [[{"chunk_id": c} for c in step] for step in steps]
+        extra = {"k": k} if k is not None else {}
+        if len(steps) == 1:
+            record = request(request_id, step_items[0], gold_id=gold_id, **extra)
+        else:
+            record = request(request_id, [], gold_id=gold_id, retrieval_steps=step_items,
+                             **extra)
+            del record["retrieved"]
+        records.append(record)
+        ranked = [[(c, pos) for pos, c in enumerate(step, start=1)] for step in steps]
+        served_k = k if k is not None else max(len(s) for s in steps)
+        expected[request_id] = (gold, ranked, served_k)
+    con = connect(":memory:")
+    cutoffs = (1, 2, 3, 5, 8, 13)
+    load(con, tmp, goldens, records, cutoffs=cutoffs)
+    rows = con.sql("SELECT request_id, k, recall, precision, hit FROM recall_at_k "
+                   "ORDER BY request_id, k").fetchall()
+    assert len(rows) == len(case) * len(cutoffs)
+    last: dict[str, float] = {}
+    for request_id, cutoff, recall, precision, hit in rows:
+        gold, ranked, served_k = expected[request_id]
+        assert recall == reference.recall_at(gold, ranked, served_k, cutoff)
+        assert precision == reference.precision_at(gold, ranked, served_k, cutoff)
+        assert hit == reference.hit_at(gold, ranked, served_k, cutoff)
+        assert 0.0 <= recall <= 1.0
+        assert recall >= last.get(request_id, 0.0)
+        last[request_id] = recall
+    served = dict(con.sql("SELECT request_id, recall FROM request_scores").fetchall())
+    for request_id, (gold, ranked, served_k) in expected.items():
+        assert served[request_id] == reference.recall_at(gold, ranked, served_k, served_k)
+    con.close()
+
+
+def test_window_bounds_are_half_open(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a"])],
+         [request("r-1", ["a"], ts="2026-11-01T23:59:59.999Z"),
+          request("r-2", ["a"], ts="2026-11-02T00:00:00Z")])
+    con.execute("DELETE FROM request_scores")
+    score(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+    assert con.sql("SELECT request_id FROM request_scores").fetchall() == [("r-1",)]
