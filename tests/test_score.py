@@ -205,3 +205,55 @@ def test_window_bounds_are_half_open(con, tmp_path):
     con.execute("DELETE FROM request_scores")
     score(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
     assert con.sql("SELECT request_id FROM request_scores").fetchall() == [("r-1",)]
+
+
+def _rows(con, table: str) -> list:
+    return sorted(con.sql(f'SELECT * FROM "{table}"').fetchall(), key=repr)
+
+
+def test_scoring_a_window_while_the_next_day_arrives_changes_only_that_window(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    day1 = write_jsonl(tmp_path / "dt=2026-11-01" / "a.jsonl",
+                       [request("d1-1", ["a"], ts="2026-11-01T08:00:00Z"),
+                        request("d1-2", ["a", "b"], ts="2026-11-01T09:00:00Z")])
+    ingest_logs(con, [str(day1)])
+    window = {"start": datetime(2026, 11, 1), "end": datetime(2026, 11, 2)}
+    score(con, **window)
+    aggregate(con, **window)
+    before = {t: _rows(con, t) for t in ("request_scores", "recall_at_k", "miss_causes",
+                                         "window_metrics")}
+    day2 = write_jsonl(tmp_path / "dt=2026-11-02" / "a.jsonl",
+                       [request("d2-1", ["b"], ts="2026-11-02T08:00:00Z")])
+    ingest_logs(con, [str(day2)])
+    score(con, **window)
+    aggregate(con, **window)
+    after = {t: _rows(con, t) for t in before}
+    assert after == before  # day 2 is not touched until its own window is scored
+    score(con, start=datetime(2026, 11, 2), end=datetime(2026, 11, 3))
+    scored = dict(con.sql("SELECT request_id, recall FROM request_scores").fetchall())
+    assert scored == {"d1-1": 0.5, "d1-2": 1.0, "d2-1": 0.5}
+    day1_rows = [r for r in _rows(con, "recall_at_k") if r[0].startswith("d1")]
+    assert day1_rows == before["recall_at_k"]
+
+
+def test_a_window_that_fails_keeps_its_previous_rows(con, tmp_path, monkeypatch):
+    from pipeline import score as score_module
+
+    load(con, tmp_path, [golden("g-1", ["a", "b"])], [request("r-1", ["a"])])
+    before = {t: _rows(con, t) for t in ("request_scores", "recall_at_k", "miss_causes")}
+    real = score_module.run_script
+
+    def failing(connection, name, params=None):
+        real(connection, name, params)
+        connection.execute("DELETE FROM recall_at_k")  # half-way through a window's writes ...
+        raise RuntimeError("disk full")  # ... the step fails before its commit
+
+    monkeypatch.setattr(score_module, "run_script", failing)
+    try:
+        score(con)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the injected failure did not surface")
+    assert {t: _rows(con, t) for t in before} == before

@@ -1,0 +1,134 @@
+"""Window metrics: the intervals stored in window_metrics equal a reference implementation's
+(statsmodels) computed from the request-level recalls, slices are complete, and a window range
+is replaced whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import statsmodels.api as sm
+from statsmodels.stats.proportion import proportion_confint
+
+from pipeline.aggregate import aggregate
+from pipeline.errors import RecallwatchError
+from pipeline.ingest import ingest_gold, ingest_logs
+from pipeline.score import score
+from tests.conftest import golden, request, snapshot, write_jsonl
+
+
+def world(con, tmp_path, sessions: bool, n: int = 40, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    goldens = [golden(f"g-{i}", [f"c{i}-{j}" for j in range(4)], question=f"q{i}")
+               for i in range(10)]
+    records = []
+    for r in range(n):
+        g = int(rng.integers(10))
+        chunks = [f"c{g}-{j}" for j in range(4) if rng.random() < 0.6] + ["noise"]
+        extra = {"session_id": f"s-{r // 3}"} if sessions and r % 5 else {}
+        records.append(request(f"r-{r}", list(rng.permutation(chunks)), gold_id=f"g-{g}",
+                               ts=f"2026-11-01T{r % 24:02d}:00:00Z",
+                               tags={"tenant": "acme" if r % 2 else "globex"}, **extra))
+    write_jsonl(tmp_path / "gold.jsonl", goldens)
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    score(con, pass_mark=0.5)
+    aggregate(con)
+
+
+def recalls(con, k: int, tenant: str | None = None):
+    rows = con.execute("""
+        SELECT rk.recall, coalesce('s:' || r.session_id, 'r:' || r.request_id)
+        FROM recall_at_k rk JOIN requests r USING (request_id)
+        WHERE rk.k = $k AND ($tenant IS NULL OR r.tags['tenant'] = $tenant)
+        ORDER BY r.request_id""", {"k": k, "tenant": tenant}).fetchall()
+    return np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+
+
+def metrics(con, k: int, slice_: str = "all"):
+    cursor = con.execute("SELECT * FROM window_metrics WHERE k = $k AND slice = $s",
+                         {"k": k, "s": slice_})
+    names = [d[0] for d in cursor.description]
+    return dict(zip(names, cursor.fetchall()[0], strict=True))
+
+
+@pytest.mark.parametrize("slice_,tenant", [("all", None), ("tenant=acme", "acme")])
+def test_t_interval_matches_statsmodels_without_sessions(con, tmp_path, slice_, tenant):
+    world(con, tmp_path, sessions=False)
+    y, _ = recalls(con, 3, tenant)
+    row = metrics(con, 3, slice_)
+    low, high = sm.stats.DescrStatsW(y).tconfint_mean(0.05)
+    assert row["ci_method"] == "t"
+    assert row["n"] == len(y) and row["mean_recall"] == pytest.approx(y.mean(), abs=1e-12)
+    assert row["ci_low"] == pytest.approx(max(low, 0.0), abs=1e-6)
+    assert row["ci_high"] == pytest.approx(min(high, 1.0), abs=1e-6)
+
+
+def test_cluster_interval_matches_statsmodels_with_sessions(con, tmp_path):
+    world(con, tmp_path, sessions=True)
+    y, groups = recalls(con, 3)
+    row = metrics(con, 3)
+    _, codes = np.unique(groups, return_inverse=True)
+    fit = sm.OLS(y, np.ones(len(y))).fit(cov_type="cluster", cov_kwds={"groups": codes},
+                                         use_t=True)
+    low, high = fit.conf_int(0.05)[0]
+    assert row["ci_method"] == "cluster_t"
+    assert row["n_sessions"] == len(set(groups)) < len(y)
+    assert row["ci_low"] == pytest.approx(max(low, 0.0), abs=1e-6)
+    assert row["ci_high"] == pytest.approx(min(high, 1.0), abs=1e-6)
+
+
+def test_pass_rate_and_full_coverage_use_wilson(con, tmp_path):
+    world(con, tmp_path, sessions=True)
+    y, _ = recalls(con, 5)
+    row = metrics(con, 5)
+    passed, full = int((y >= 0.5).sum()), int((y >= 1.0).sum())
+    assert row["pass_rate"] == passed / len(y) and row["pass_mark"] == 0.5
+    assert (row["pass_ci_low"], row["pass_ci_high"]) == pytest.approx(
+        proportion_confint(passed, len(y), 0.05, method="wilson"), abs=1e-6)
+    assert (row["fc_ci_low"], row["fc_ci_high"]) == pytest.approx(
+        proportion_confint(full, len(y), 0.05, method="wilson"), abs=1e-6)
+
+
+def test_slices_cover_all_index_versions_and_tags(con, tmp_path):
+    world(con, tmp_path, sessions=False)
+    slices = {r[0] for r in con.sql("SELECT DISTINCT slice FROM window_metrics").fetchall()}
+    assert slices == {"all", "index_version=idx-1", "tenant=acme", "tenant=globex"}
+    n_all = metrics(con, 5)["n"]
+    assert metrics(con, 5, "tenant=acme")["n"] + metrics(con, 5, "tenant=globex")["n"] == n_all
+
+
+def test_hourly_windows_partition_the_day(con, tmp_path):
+    world(con, tmp_path, sessions=False)
+    aggregate(con, grain="hour")
+    total = con.sql("SELECT sum(n) FROM window_metrics WHERE grain = 'hour' AND slice = 'all' "
+                    "AND k = 5").fetchall()[0][0]
+    assert total == metrics(con, 5)["n"]
+    assert con.sql("SELECT count(DISTINCT window_start) FROM window_metrics WHERE grain = 'hour'"
+                   ).fetchall()[0][0] == 24
+
+
+def test_aggregating_twice_changes_nothing(con, tmp_path):
+    world(con, tmp_path, sessions=True)
+    before = snapshot(con)
+    aggregate(con)
+    assert snapshot(con) == before
+
+
+def test_single_request_window_has_no_mean_interval(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    score(con)
+    aggregate(con)
+    row = metrics(con, 5)
+    assert row["n"] == 1 and row["mean_recall"] == 0.5
+    assert row["ci_low"] is None and row["ci_high"] is None  # undefined at n = 1, not [0.5, 0.5]
+    assert (row["pass_ci_low"], row["pass_ci_high"]) == pytest.approx(
+        proportion_confint(0, 1, 0.05, method="wilson"), abs=1e-6)
+
+
+def test_unknown_grain_is_a_clear_error(con):
+    with pytest.raises(RecallwatchError, match="--window 'week'"):
+        aggregate(con, grain="week")

@@ -1,0 +1,268 @@
+"""Ingest: nothing lost, nothing loaded twice. A bad-input corpus ends with every bad record in
+quarantine with its reason, every good record scored, and read = loaded + quarantined per
+file; loading the same files again changes no table."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.errors import RecallwatchError
+from pipeline.ingest import ingest_gold, ingest_index, ingest_logs
+from pipeline.score import score
+from pipeline.warehouse import connect
+from tests.conftest import golden, request, snapshot, write_jsonl
+
+GOOD = [request(f"good-{i}", ["a", "b"], ts=f"2026-11-01T0{i}:00:00Z") for i in range(5)]
+
+
+def bad_jsonl_corpus() -> list:
+    """(record, expected reason fragment) pairs; records are dicts or raw lines."""
+    huge = json.dumps(request("huge", ["a"], query="x" * (10 * 1024 * 1024)))
+    no_ts = request("no-ts", ["a"])
+    del no_ts["timestamp"]
+    no_retrieved = request("no-retrieved", ["a"])
+    del no_retrieved["retrieved"]
+    return [
+        ('{"request_id": "broken", "timestamp": ', "invalid JSON"),
+        ("[1, 2, 3]", "record is not a JSON object"),
+        (no_ts, "missing or null required field: timestamp"),
+        (request(None, ["a"]), "missing or null required field: request_id"),
+        (request("null-query", ["a"], query=None), "missing or null required field: query"),
+        (request("null-index", ["a"], index_version=None),
+         "missing or null required field: index_version"),
+        (no_retrieved, "missing or null required field: retrieved"),
+        (request("bad-ts", ["a"], ts="yesterday-ish"), "bad timestamp: yesterday-ish"),
+        (request("bad-ts-type", ["a"], ts=1730000000), "bad timestamp"),
+        ({**request("not-list", []), "retrieved": "c-1,c-2"}, "retrieved is not a list"),
+        (request("null-chunk", ["a", {"chunk_id": None}]), "item 2 has a null or missing chunk_id"),
+        (request("no-chunk", [{"rank": 1}]), "item 1 has a null or missing chunk_id"),
+        (request("neg-rank", [{"chunk_id": "a", "rank": -3}]), "has rank -3"),
+        (request("float-rank", [{"chunk_id": "a", "rank": 1.5}]), "rank is not an integer"),
+        (request("item-str", ["a", 5, "b"], ) | {"retrieved": ["a"]},
+         "retrieved item is not an object"),
+        (request("bad-k", ["a"], k=-1), "k must be a non-negative integer"),
+        (request("bad-size", ["a"], index_size="big"), "index_size must be a non-negative"),
+        (request("bad-tags", ["a"], tags=["acme"]), "tags is not an object"),
+        (request("dup", ["a"]), "conflicting duplicate request_id dup"),
+        (request("dup", ["b"]), "conflicting duplicate request_id dup"),
+        ('{"request_id": "latin1", "query": "caf\xe9"}'.encode("latin-1"), "not valid UTF-8"),
+        (huge, "record too large"),
+    ]
+
+
+def write_corpus(tmp_path):
+    corpus = bad_jsonl_corpus()
+    records = GOOD[:3] + [r for r, _ in corpus] + GOOD[3:]
+    return write_jsonl(tmp_path / "logs" / "dt=2026-11-01" / "part.jsonl", records), corpus
+
+
+def quarantine_by_line(con, source) -> dict[int, str]:
+    return dict(con.execute("SELECT line, reason FROM quarantine WHERE source = $s",
+                            {"s": str(source)}).fetchall())
+
+
+def test_bad_jsonl_corpus_lands_in_quarantine_with_reasons(con, tmp_path):
+    path, corpus = write_corpus(tmp_path)
+    summary = ingest_logs(con, [str(tmp_path / "logs")])
+    reasons = quarantine_by_line(con, path)
+    for offset, (_, expected) in enumerate(corpus):
+        line = 4 + offset  # three good records come first
+        assert line in reasons, f"line {line} ({expected}) was not quarantined"
+        assert expected in reasons[line], (line, reasons[line])
+    (result,) = summary.files
+    assert result.read == len(GOOD) + len(corpus)
+    assert result.quarantined == len(corpus)
+    assert result.loaded == len(GOOD)
+    assert result.read == result.loaded + result.quarantined
+    loaded = {r[0] for r in con.sql("SELECT request_id FROM requests").fetchall()}
+    assert loaded == {r["request_id"] for r in GOOD}
+
+
+def test_every_good_record_of_a_bad_corpus_is_scored(con, tmp_path):
+    write_corpus(tmp_path)
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "c"])])
+    ingest_logs(con, [str(tmp_path / "logs")])
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    score(con)
+    rows = con.sql("SELECT request_id, status, recall FROM request_scores ORDER BY 1").fetchall()
+    assert rows == [(r["request_id"], "scored", 0.5) for r in GOOD]
+
+
+def test_quarantine_keeps_the_raw_record(con, tmp_path):
+    path, _ = write_corpus(tmp_path)
+    ingest_logs(con, [str(tmp_path / "logs")])
+    raw = dict(con.execute("SELECT line, raw FROM quarantine WHERE source = $s",
+                           {"s": str(path)}).fetchall())
+    assert raw[4] == '{"request_id": "broken", "timestamp": '
+    assert "caf\ufffd" in raw[24]  # undecodable byte shown as a replacement character
+    assert len(raw[25]) == 65536  # a huge record is kept truncated
+
+
+def test_larger_record_limit_loads_the_huge_line(con, tmp_path):
+    huge = request("huge", ["a"], query="x" * (10 * 1024 * 1024))
+    write_jsonl(tmp_path / "big.jsonl", [huge])
+    ingest_logs(con, [str(tmp_path / "big.jsonl")], max_record_bytes=16 * 1024 * 1024)
+    assert con.sql("SELECT length(query) FROM requests").fetchall() == [(10 * 1024 * 1024,)]
+
+
+def test_ingesting_the_same_files_twice_changes_no_table(con, tmp_path):
+    write_corpus(tmp_path)
+    ingest_logs(con, [str(tmp_path / "logs")])
+    before = snapshot(con)
+    again = ingest_logs(con, [str(tmp_path / "logs")])
+    assert all(f.skipped for f in again.files)
+    assert snapshot(con) == before
+
+
+def test_same_records_in_another_file_load_once(con, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", GOOD)
+    write_jsonl(tmp_path / "b.jsonl", GOOD[:2] + [request("extra", ["a"])])
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    assert [f.loaded for f in summary.files] == [5, 3]
+    assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == 6
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall()[0][0] == 0
+
+
+def test_redelivered_request_with_other_content_is_quarantined(con, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", GOOD[:1])
+    changed = dict(GOOD[0], query="something else")
+    write_jsonl(tmp_path / "b.jsonl", [changed])
+    ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    (reason,) = con.sql("SELECT reason FROM quarantine").fetchall()[0]
+    assert reason.startswith("conflicts with request_id good-0 already loaded from")
+    assert con.sql("SELECT query FROM requests").fetchall() == [(GOOD[0]["query"],)]
+
+
+def test_changed_file_replaces_what_it_loaded(con, tmp_path):
+    path = write_jsonl(tmp_path / "a.jsonl", GOOD)
+    ingest_logs(con, [str(path)])
+    write_jsonl(path, GOOD[:2] + ["{not json"])
+    (result,) = ingest_logs(con, [str(path)]).files
+    assert (result.read, result.loaded, result.quarantined) == (3, 2, 1)
+    assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == 2
+    assert con.sql("SELECT count(*) FROM retrieved").fetchall()[0][0] == 4
+
+
+def test_gzip_and_parquet_logs_load_like_jsonl(con, tmp_path):
+    with gzip.open(tmp_path / "a.jsonl.gz", "wt") as fh:
+        for record in GOOD[:2]:
+            fh.write(json.dumps(record) + "\n")
+    table = pa.table({
+        "request_id": ["p-1", "p-2", None],
+        "timestamp": ["2026-11-01T10:00:00Z", "not a time", "2026-11-01T10:00:00Z"],
+        "query": ["q", "q", "q"],
+        "index_version": ["idx-1"] * 3,
+        "retrieved": [[{"chunk_id": "a", "rank": 1}], [], [{"chunk_id": None, "rank": 1}]],
+        "tags": [{"tenant": "acme"}] * 3,
+    })
+    pq.write_table(table, tmp_path / "b.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl.gz"), str(tmp_path / "b.parquet")])
+    assert [(f.read, f.loaded, f.quarantined) for f in summary.files] == [(2, 2, 0), (3, 1, 2)]
+    reasons = sorted(r[0] for r in con.sql("SELECT reason FROM quarantine").fetchall())
+    assert reasons == ["bad timestamp: not a time",
+                       "missing or null required field: request_id"]
+    raw = con.sql("SELECT raw FROM quarantine WHERE line = 2").fetchall()[0][0]
+    assert json.loads(raw)["timestamp"] == "not a time"
+    assert con.sql("SELECT tags FROM requests WHERE request_id = 'p-1'").fetchall() == [
+        ({"tenant": "acme"},)]
+
+
+def test_parquet_and_jsonl_copies_of_a_record_are_the_same_record(con, tmp_path):
+    record = request("same", [{"chunk_id": "a", "rank": 1, "score": 0.5, "text": "t"}],
+                     tags={"tenant": "acme"}, k=1)
+    write_jsonl(tmp_path / "a.jsonl", [record])
+    pq.write_table(pa.Table.from_pylist([record]), tmp_path / "b.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet")])
+    assert [f.quarantined for f in summary.files] == [0, 0]
+    assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == 1
+
+
+def test_cli_ingest_of_bad_corpus_prints_counts_and_no_traceback(tmp_path):
+    write_corpus(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "--warehouse", str(tmp_path / "w.duckdb"),
+         "ingest", "logs", str(tmp_path / "logs")], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    total = len(GOOD) + len(bad_jsonl_corpus())
+    assert f"read {total}, loaded {len(GOOD)}, quarantined {total - len(GOOD)}" in result.stdout
+
+
+def test_read_equals_loaded_plus_quarantined_in_the_warehouse(con, tmp_path):
+    write_corpus(tmp_path)
+    write_jsonl(tmp_path / "logs" / "dt=2026-11-02" / "part.jsonl", GOOD[:2] + ["{"])
+    ingest_logs(con, [str(tmp_path / "logs")])
+    rows = con.sql("""
+        SELECT f.source, f.n_read, f.n_loaded, f.n_quarantined,
+               (SELECT count(*) FROM quarantine q WHERE q.source = f.source) AS in_quarantine
+        FROM ingest_files f""").fetchall()
+    assert len(rows) == 2
+    for _, read, loaded, quarantined, in_quarantine in rows:
+        assert read == loaded + quarantined
+        assert quarantined == in_quarantine
+
+
+def test_gold_set_bad_rows_are_quarantined_and_versions_are_immutable(con, tmp_path):
+    path = write_jsonl(tmp_path / "gold.jsonl", [
+        golden("g-1", ["a"]), golden("g-2", ["b"], question="q2"), "{oops",
+        {"question": "no id"}, golden("g-1", ["z"]), golden("g-3", "a|b", question="q3"),
+    ])
+    result = ingest_gold(con, str(path), "v1")
+    assert (result.read, result.loaded, result.quarantined) == (6, 3, 3)
+    assert con.sql("SELECT gold_chunk_ids FROM goldens WHERE gold_id = 'g-3'"
+                   ).fetchall() == [(["a", "b"],)]
+    assert ingest_gold(con, str(path), "v1").skipped
+    write_jsonl(path, [golden("g-1", ["other"])])
+    with pytest.raises(RecallwatchError, match="already loaded"):
+        ingest_gold(con, str(path), "v1")
+
+
+def test_gold_set_from_csv(con, tmp_path):
+    (tmp_path / "gold.csv").write_text(
+        'gold_id,question,gold_chunk_ids,reference\n'
+        'g-1,What?,"[""a"", ""b""]",ref\n'
+        'g-2,Why?,c|d,\n')
+    result = ingest_gold(con, str(tmp_path / "gold.csv"), "v1")
+    assert result.loaded == 2
+    assert dict(con.sql("SELECT gold_id, gold_chunk_ids FROM goldens").fetchall()) == {
+        "g-1": ["a", "b"], "g-2": ["c", "d"]}
+
+
+def test_index_manifest_hashes_text_and_quarantines_bad_rows(con, tmp_path):
+    pq.write_table(pa.table({"chunk_id": ["a", "b", None, "b"],
+                             "text": ["A", "B", "C", "other"]}), tmp_path / "m.parquet")
+    result = ingest_index(con, str(tmp_path / "m.parquet"), "idx-1")
+    assert (result.read, result.loaded, result.quarantined) == (4, 1, 3)
+    (chunk, digest), = con.sql("SELECT chunk_id, content_hash FROM index_chunks").fetchall()
+    import hashlib
+    assert (chunk, digest) == ("a", hashlib.sha256(b"A").hexdigest())
+
+
+def test_empty_directory_is_an_error_not_an_empty_run(con, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RecallwatchError, match="no input files found"):
+        ingest_logs(con, [str(tmp_path / "empty")])
+
+
+def test_timestamps_with_offsets_are_stored_in_utc(con, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [request("r-1", ["a"], ts="2026-11-01T02:30:00+03:00")])
+    ingest_logs(con, [str(tmp_path / "a.jsonl")])
+    (ts,), = con.sql("SELECT timestamp FROM requests").fetchall()
+    assert ts.isoformat() == "2026-10-31T23:30:00"
+
+
+def test_warehouse_file_persists_between_connections(tmp_path):
+    path = tmp_path / "w.duckdb"
+    write_jsonl(tmp_path / "a.jsonl", GOOD)
+    con = connect(path)
+    ingest_logs(con, [str(tmp_path / "a.jsonl")])
+    con.close()
+    con = connect(path, read_only=True)
+    assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == len(GOOD)

@@ -1,0 +1,447 @@
+"""Tests of pipeline.report: the HTML report is self-contained, draws in a real browser, escapes
+logged text, and quotes k, route, gold-set version and n beside every figure.
+
+The warehouse is built row by row from sql/schema.sql: eight days whose recall falls when the
+index is rebuilt (idx-v1 -> idx-v2) and recovers, several miss causes, excluded requests, an
+older gold set and a second route that must not leak into the numbers, and quarantined records.
+"""
+
+from __future__ import annotations
+
+import html
+import random
+import re
+import subprocess
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from PIL import Image
+
+from pipeline.report import MEAN_COLOR, SIZE_COLOR, write_report
+
+SCHEMA = Path(__file__).resolve().parents[1] / "sql" / "schema.sql"
+CHROMIUM = "/usr/bin/chromium"
+PAYLOAD = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
+
+GOLD, OLD_GOLD = "gs-2026-11", "gs-2026-10"
+DAYS = [date(2026, 11, 1) + timedelta(days=i) for i in range(8)]
+# Share of gold chunks found per day: falls with the idx-v2 rebuild on day 4, then recovers.
+LEVELS = [0.93, 0.91, 0.92, 0.70, 0.55, 0.72, 0.86, 0.91]
+PER_DAY = 24
+SERVED_K = 5
+CUTOFFS = (1, 3, 5, 10)
+WINDOW_CUTOFFS = (3, 5, 10)
+PASS_MARK = 0.7
+CAUSE_WEIGHTS = {
+    "v1": {"beyond_k": 0.5, "not_retrieved": 0.4, "not_in_index": 0.1},
+    "v2": {"not_in_index": 0.5, "beyond_k": 0.3, "not_retrieved": 0.2},
+}
+
+
+@dataclass
+class Warehouse:
+    path: Path
+    scored: int = 0                      # ids route, GOLD, status scored
+    per_day: dict[date, int] = field(default_factory=dict)
+    per_golden: dict[str, int] = field(default_factory=dict)
+    v2: str = "idx-v2"
+
+
+def _hex_rgb(color: str) -> tuple[int, int, int]:
+    return tuple(int(color[i:i + 2], 16) for i in (1, 3, 5))
+
+
+def _window_rows(scores: list[dict], at_k: dict[tuple[str, int], float],
+                 requests: dict[str, dict]) -> list[dict]:
+    """Aggregate like the pipeline would, with a plain normal interval (good enough here)."""
+    groups: dict[tuple, list[dict]] = {}
+    for s in (s for s in scores if s["route"] == "ids"):
+        req = requests[s["request_id"]]
+        day = s["timestamp"].date()
+        versions = [s["gold_version"]] if s["gold_version"] else [GOLD, OLD_GOLD]
+        slices = ["all", f"index_version={s['index_version']}", f"tenant={req['tenant']}"]
+        for gv in versions:
+            for sl in slices:
+                groups.setdefault((day, gv, sl), []).append(s)
+    rows = []
+    for (day, gv, sl), members in sorted(groups.items()):
+        scored = [m for m in members if m["status"] == "scored" and m["gold_version"] == gv]
+        if not scored:
+            continue
+        for k in WINDOW_CUTOFFS:
+            values = [at_k[(m["request_id"], k)] for m in scored]
+            n = len(values)
+            mean = sum(values) / n
+            sd = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else 0.0
+            half = 1.96 * sd / n ** 0.5
+            passed = sum(v >= PASS_MARK for v in values) / n
+            full = sum(v == 1.0 for v in values) / n
+            p_half = 1.96 * (passed * (1 - passed) / n) ** 0.5
+            f_half = 1.96 * (full * (1 - full) / n) ** 0.5
+            sizes = [requests[m["request_id"]]["index_size"] for m in scored]
+            start = datetime.combine(day, datetime.min.time())
+            rows.append({
+                "window_start": start, "window_end": start + timedelta(days=1),
+                "grain": "day", "slice": sl, "route": "ids", "k": k, "gold_version": gv,
+                "n": n, "n_sessions": n, "mean_recall": mean,
+                "ci_low": max(0.0, mean - half), "ci_high": min(1.0, mean + half),
+                "ci_method": "t", "mean_precision": None, "pass_mark": PASS_MARK,
+                "pass_rate": passed, "pass_ci_low": max(0.0, passed - p_half),
+                "pass_ci_high": min(1.0, passed + p_half), "full_coverage_rate": full,
+                "fc_ci_low": max(0.0, full - f_half), "fc_ci_high": min(1.0, full + f_half),
+                "index_versions": sorted({m["index_version"] for m in scored}),
+                "max_index_size": max(sizes),
+                "n_excluded": sum(m["status"] != "scored" for m in members),
+            })
+    return rows
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> None:
+    if not rows:
+        return
+    columns = list(rows[0])
+    # The table name is one of this module's constants; values are bound.
+    sql = (f"INSERT INTO {table} ({', '.join(columns)}) "
+           f"VALUES ({', '.join('$' + c for c in columns)})")
+    con.executemany(sql, rows)
+
+
+def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
+    rng = random.Random(20261101)
+    wh = Warehouse(path=path, v2=("idx-v2" + PAYLOAD) if hostile else "idx-v2")
+    tenants = ("acme", PAYLOAD if hostile else "globex")
+
+    goldens = []
+    for i in range(1, 14):
+        gid = f"g-{i:02d}"
+        chunks = [] if i == 13 else [f"c-{i:02d}-{j}" for j in range((2, 3, 4)[i % 3])]
+        goldens.append({"gold_id": gid, "question": f"What does policy {i} require?",
+                        "gold_chunk_ids": chunks})
+    by_id = {g["gold_id"]: g for g in goldens}
+
+    requests, scores, at_k_rows, misses = {}, [], [], []
+    at_k: dict[tuple[str, int], float] = {}
+    for d, day in enumerate(DAYS):
+        for j in range(PER_DAY):
+            rid = f"r-{d}-{j:02d}"
+            ts = datetime.combine(day, datetime.min.time()) + timedelta(minutes=50 * j + 7)
+            version = "idx-v1" if d < 3 or (d == 3 and j % 2) else wh.v2
+            kind = "v1" if version == "idx-v1" else "v2"
+            size = 180_000 + 400 * d if kind == "v1" else 236_000 + 900 * d
+            tenant = tenants[j % 3 == 0]
+            if j == 0:
+                gid = "g-missing"
+            elif j == 1:
+                gid = "g-13"
+            elif j == 2 and d in (2, 5):
+                gid = "g-12"  # only two scored requests: below the worst-goldens minimum
+            else:
+                gid = f"g-{rng.randint(1, 11):02d}"
+            golden = by_id.get(gid)
+            question = golden["question"] if golden else "Where is the missing policy?"
+            query = question.upper() if j % 5 == 0 else question
+            if hostile and gid == "g-03":
+                query = f"{question} {PAYLOAD}"
+            logged_gold = None if j % 3 == 0 else gid
+            gv = OLD_GOLD if d < 2 and j % 4 == 3 else GOLD
+            requests[rid] = {"index_size": size, "tenant": tenant}
+            status = "no_gold_match" if golden is None else (
+                "no_evidence" if not golden["gold_chunk_ids"] else "scored")
+
+            con_row = {
+                "request_id": rid, "timestamp": ts, "query": query,
+                "query_norm": " ".join(query.casefold().split()), "gold_id": logged_gold,
+                "index_version": version, "index_size": size, "k": SERVED_K,
+                "n_steps": 1, "session_id": f"s-{d}-{j // 2}", "turn": 1 + j % 2,
+                "tag_keys": ["tenant"], "tag_values": [tenant],
+                "chunk_ids": [], "chunk_ranks": [], "record_hash": f"h-{rid}",
+                "source": f"/data/logs/dt={day}/part-0.jsonl", "line": j + 1,
+            }
+            requests[rid]["row"] = con_row
+            if status != "scored":
+                scores.append({
+                    "request_id": rid, "timestamp": ts, "gold_id": golden and gid,
+                    "gold_version": gv if golden else None, "index_version": version,
+                    "route": "ids", "k": SERVED_K, "needed": 0 if golden else None,
+                    "covered": None, "recall": None, "full_coverage": None, "precision": None,
+                    "status": status,
+                })
+                continue
+
+            hard = 0.7 if gid in ("g-03", "g-07") else 1.0
+            free_ranks = list(range(1, SERVED_K + 1))
+            rng.shuffle(free_ranks)
+            found: dict[str, int] = {}
+            for chunk in golden["gold_chunk_ids"]:
+                if rng.random() < LEVELS[d] * hard:
+                    found[chunk] = free_ranks.pop()
+                    continue
+                weights = CAUSE_WEIGHTS[kind]
+                cause = rng.choices(list(weights), list(weights.values()))[0]
+                misses.append({
+                    "request_id": rid, "route": "ids", "gold_version": gv, "gold_id": gid,
+                    "index_version": version, "chunk_id": chunk, "cause": cause,
+                    "rank": rng.randint(SERVED_K + 1, 10) if cause == "beyond_k" else None,
+                })
+            needed, covered = len(golden["gold_chunk_ids"]), len(found)
+            ranked = sorted(found, key=found.get)
+            con_row["chunk_ids"], con_row["chunk_ranks"] = ranked, [found[c] for c in ranked]
+            scores.append({
+                "request_id": rid, "timestamp": ts, "gold_id": gid, "gold_version": gv,
+                "index_version": version, "route": "ids", "k": SERVED_K, "needed": needed,
+                "covered": covered, "recall": covered / needed,
+                "full_coverage": covered == needed, "precision": covered / SERVED_K,
+                "status": "scored",
+            })
+            for cutoff in CUTOFFS:
+                top = min(cutoff, SERVED_K)  # the served k caps the cutoff
+                hits = sum(rank <= top for rank in found.values())
+                at_k[(rid, cutoff)] = hits / needed
+                at_k_rows.append({"request_id": rid, "route": "ids", "k": cutoff,
+                                  "recall": hits / needed, "precision": hits / top,
+                                  "hit": hits > 0})
+            if j % 3 == 0:  # a second route: must never leak into the ids report
+                scores.append({**scores[-1], "route": "passages", "recall": 0.123,
+                               "covered": None, "full_coverage": False})
+                at_k_rows += [{"request_id": rid, "route": "passages", "k": c,
+                               "recall": 0.123, "precision": 0.1, "hit": True}
+                              for c in CUTOFFS]
+            if gv == GOLD:
+                wh.scored += 1
+                wh.per_day[day] = wh.per_day.get(day, 0) + 1
+                wh.per_golden[gid] = wh.per_golden.get(gid, 0) + 1
+
+    quarantine = [
+        {"kind": "logs", "source": "/data/logs/dt=2026-11-02/part-0.jsonl", "line": line,
+         "reason": "invalid JSON", "raw": '{"request_id": "r-x", "query": '}
+        for line in (3, 17, 40)
+    ] + [
+        {"kind": "logs", "source": "/data/logs/dt=2026-11-05/part-0.jsonl", "line": 8,
+         "reason": "missing required field: index_version",
+         "raw": '{"request_id": "r-z", "query": "%s"}' % (PAYLOAD if hostile else "fee?")},
+        {"kind": "gold", "source": "/data/gold/gs-2026-11.jsonl", "line": 5,
+         "reason": "gold_id duplicated with different content", "raw": '{"gold_id": "g-04"}'},
+    ]
+    files = [
+        {"kind": "logs", "source": f"/data/logs/dt={day}/part-0.jsonl",
+         "content_hash": f"sha-{day}", "n_read": PER_DAY + q, "n_loaded": PER_DAY,
+         "n_quarantined": q}
+        for day, q in zip(DAYS, (0, 3, 0, 0, 1, 0, 0, 0), strict=True)
+    ] + [
+        {"kind": "gold", "source": "/data/gold/gs-2026-11.jsonl", "content_hash": "sha-g",
+         "n_read": 14, "n_loaded": 13, "n_quarantined": 1},
+        {"kind": "index", "source": "/data/index/idx-v2.parquet", "content_hash": "sha-i",
+         "n_read": 40, "n_loaded": 40, "n_quarantined": 0},
+    ]
+
+    con = duckdb.connect(str(path))
+    try:
+        con.execute(SCHEMA.read_text())
+        con.executemany(
+            """
+            INSERT INTO requests (request_id, timestamp, query, query_norm, gold_id,
+                index_version, index_size, k, n_steps, session_id, turn, tags, chunk_ids,
+                chunk_ranks, record_hash, source, line)
+            VALUES ($request_id, $timestamp, $query, $query_norm, $gold_id, $index_version,
+                $index_size, $k, $n_steps, $session_id, $turn, map($tag_keys, $tag_values),
+                $chunk_ids, $chunk_ranks, $record_hash, $source, $line)
+            """,
+            [r["row"] for r in requests.values()],
+        )
+        _insert(con, "goldens", [
+            {"gold_version": gv, "question_norm": g["question"].casefold(),
+             "reference": None, **g}
+            for gv in (OLD_GOLD, GOLD) for g in goldens
+        ])
+        _insert(con, "gold_versions", [
+            {"gold_version": OLD_GOLD, "seq": 1, "source": "/data/gold/gs-2026-10.jsonl",
+             "content_hash": "a", "n_goldens": 13},
+            {"gold_version": GOLD, "seq": 2, "source": "/data/gold/gs-2026-11.jsonl",
+             "content_hash": "b", "n_goldens": 13},
+        ])
+        _insert(con, "request_scores", scores)
+        _insert(con, "recall_at_k", at_k_rows)
+        _insert(con, "miss_causes", misses)
+        _insert(con, "window_metrics", _window_rows(scores, at_k, requests))
+        _insert(con, "quarantine", quarantine)
+        _insert(con, "ingest_files", files)
+    finally:
+        con.close()
+    return wh
+
+
+def render(wh: Warehouse, out_dir: Path, **kwargs) -> str:
+    con = duckdb.connect(str(wh.path), read_only=True)
+    try:
+        path = write_report(con, out_dir, **kwargs)
+    finally:
+        con.close()
+    assert path == out_dir / "report.html"
+    return path.read_text(encoding="utf-8")
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
+         # Nothing may resolve: the page has to draw from its own bytes.
+         "--host-resolver-rules=MAP * ~NOTFOUND", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+needs_chromium = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason="needs headless Chromium at /usr/bin/chromium (apt-get install chromium)",
+)
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory) -> Warehouse:
+    return build_warehouse(tmp_path_factory.mktemp("wh") / "warehouse.duckdb")
+
+
+@pytest.fixture(scope="module")
+def report(warehouse, tmp_path_factory) -> tuple[Path, str]:
+    out_dir = tmp_path_factory.mktemp("report")
+    return out_dir / "report.html", render(warehouse, out_dir)
+
+
+def test_report_is_self_contained(report):
+    _, text = report
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", text, re.I)
+    assert not re.search(r"""url\(\s*["']?\s*(?:https?:)?//""", text, re.I)
+    assert not re.search(r"<script\b", text, re.I)
+    assert not re.search(r"<link\b", text, re.I)
+    assert "@import" not in text
+    # No attribute loads anything: the only links are in-page anchors.
+    assert not re.search(r"\bsrc\s*=", text, re.I)
+    assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', text))
+    assert "<svg" in text and "<style>" in text
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_report_draws_in_headless_chromium(report, tmp_path):
+    path, _ = report
+    png = tmp_path / "shot.png"
+    shot = chromium(tmp_path, f"--screenshot={png}", "--window-size=1280,4000", path.as_uri())
+    assert png.exists(), shot.stderr[-2000:]
+
+    pixels = np.asarray(Image.open(png).convert("RGB"), dtype=np.int16)
+    assert pixels.shape == (4000, 1280, 3)
+
+    def near(color: str, tolerance: int = 10) -> int:
+        distance = np.abs(pixels - np.array(_hex_rgb(color), dtype=np.int16)).max(axis=2)
+        return int((distance <= tolerance).sum())
+
+    # The mean-recall line and points, and the index-size panel, were really painted.
+    assert near(MEAN_COLOR) > 1500
+    assert near(SIZE_COLOR) > 500
+    assert int((pixels.min(axis=2) < 235).sum()) > 50_000
+
+    dom = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout
+    assert dom.count("<svg") >= 5
+    assert dom.count("<circle") >= 2 * len(DAYS)
+    assert "<path" in dom and 'stroke-dasharray="5 4"' in dom
+
+
+def test_logged_script_tag_is_escaped(tmp_path):
+    wh = build_warehouse(tmp_path / "hostile.duckdb", hostile=True)
+    out_dir = tmp_path / "out"
+    text = render(wh, out_dir)
+
+    assert PAYLOAD not in text
+    assert "<script" not in text and "<img" not in text
+    escaped = html.escape(PAYLOAD, quote=True).replace("&#x27;", "&#39;").replace(
+        "&quot;", "&#34;")
+    assert escaped in text  # the query, the tag slice and the quarantine raw are all shown
+    assert text.count(escaped) >= 3
+    assert "tenant=" + escaped in text
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("needs headless Chromium at /usr/bin/chromium (apt-get install chromium)")
+    dom = chromium(tmp_path, "--dump-dom", (out_dir / "report.html").as_uri()).stdout
+    assert "<svg" in dom
+    assert re.search(r"<title>recallwatch report</title>", dom)
+    assert "pwned</title>" not in dom
+    assert "<script" not in dom.lower() and "<img" not in dom.lower()
+
+
+CAPTION = re.compile(
+    r'<figure id="(?P<id>[\w-]+)">\s*<figcaption>.*?<span class="meta"[^>]*>'
+    r"k=(?P<k>.+?) · route=(?P<route>\S+) · gold set (?P<gold>\S+) · "
+    r"n=(?P<n>[\d,]+) scored requests</span>",
+    re.S,
+)
+
+
+def test_every_figure_states_k_route_gold_version_and_n(warehouse, report):
+    _, text = report
+    captions = {m["id"]: m for m in CAPTION.finditer(text)}
+    assert len(captions) == text.count("<figure"), "a figure has no k/route/gold/n caption"
+
+    latest = max(warehouse.per_day)
+    worst = sum(n for n in warehouse.per_golden.values() if n >= 3)
+    expected_n = {
+        "fig-headline": warehouse.per_day[latest],
+        "fig-status": warehouse.scored,
+        "fig-daily": warehouse.scored,
+        "fig-curve": warehouse.scored,
+        "fig-curve-table": warehouse.scored,
+        "fig-rates": warehouse.scored,
+        "fig-misses": warehouse.scored,
+        "fig-misses-by-version": warehouse.scored,
+        "fig-worst": worst,
+        "fig-slices": warehouse.per_day[latest],
+    }
+    assert set(captions) == set(expected_n)
+    assert worst < warehouse.scored  # g-12 has two requests: the minimum of three bites
+    for fig, n in expected_n.items():
+        caption = captions[fig]
+        assert caption["route"] == "ids", fig
+        assert caption["gold"] == GOLD, fig
+        assert int(caption["n"].replace(",", "")) == n, fig
+        if fig.startswith("fig-curve"):
+            assert caption["k"].startswith("1, 3, 5, 10 (cutoffs"), fig
+            assert "report k=5" in caption["k"], fig
+        else:
+            assert re.fullmatch(r"5( \(served\))?", caption["k"]), (fig, caption["k"])
+    # Every chart sits inside a captioned figure.
+    assert text.count("<svg") == len(re.findall(r"<figure id=[^>]*>(?:(?!</figure>).)*<svg",
+                                                text, re.S))
+
+
+def test_defaults_pick_newest_gold_set_and_most_common_served_k(warehouse, tmp_path):
+    text = render(warehouse, tmp_path)
+    assert f"gold set <strong>{GOLD}</strong>" in text
+    assert "k <strong>5</strong>" in text
+    older = render(warehouse, tmp_path / "old", gold_version=OLD_GOLD, k=3)
+    caption = {m["id"]: m for m in CAPTION.finditer(older)}["fig-daily"]
+    assert (caption["gold"], caption["k"]) == (OLD_GOLD, "3")
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["schema-only", "loaded-not-scored"])
+def test_empty_warehouse_writes_a_report_saying_nothing_is_scored(tmp_path, loaded):
+    path = tmp_path / "empty.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute(SCHEMA.read_text())
+    if loaded:
+        con.execute(
+            "INSERT INTO gold_versions VALUES ('gs-1', 1, '/g.jsonl', 'h', 0);"
+            "INSERT INTO quarantine VALUES ('logs', '/l.jsonl', 1, 'invalid JSON', '{');"
+        )
+    text_path = write_report(con, tmp_path / "out")
+    con.close()
+    text = text_path.read_text(encoding="utf-8")
+    assert "Nothing is scored yet" in text
+    assert "<svg" not in text and "<figure" not in text
+    assert text.rstrip().endswith("</html>")
+    if loaded:
+        assert "gs-1" in text and "invalid JSON" in text
+
