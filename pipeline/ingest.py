@@ -231,27 +231,54 @@ _LOG_SCALARS = {
     "index_version": "index_version", "index_size": "index_size_text", "k": "k_text",
     "session_id": "session_id", "turn": "turn_text",
 }
-_ITEM_FIELDS = {"chunk_id": "chunk_id", "rank": "rank_text", "score": "score_text",
-                "text": "text"}
 
 
-def _is_nested(arrow_type: pa.DataType) -> bool:
-    return pa.types.is_nested(arrow_type)
+def _is_list(arrow_type: pa.DataType | None) -> bool:
+    return arrow_type is not None and (pa.types.is_list(arrow_type)
+                                       or pa.types.is_large_list(arrow_type))
 
 
-def _item_struct(arrow_type: pa.DataType | None, depth: int) -> pa.DataType | None:
+def _item_struct(arrow_type: pa.DataType | None, depth: int) -> pa.StructType | None:
     """The struct type of items for a list (depth 1) or list of lists (depth 2), else None."""
     for _ in range(depth):
-        if arrow_type is None or not (pa.types.is_list(arrow_type)
-                                      or pa.types.is_large_list(arrow_type)):
+        if not _is_list(arrow_type):
             return None
         arrow_type = arrow_type.value_type
     return arrow_type if pa.types.is_struct(arrow_type) else None
 
 
+def _item_expression(struct: pa.StructType, step: str) -> str:
+    """SQL for one Parquet item `x` at position `i` as the staging struct (json_item's twin)."""
+    q = quote_identifier
+    fields = {struct.field(i).name: struct.field(i).type for i in range(struct.num_fields)}
+    numeric = {name: t is not None and (pa.types.is_integer(t) or pa.types.is_floating(t))
+               for name, t in fields.items()}
+
+    def number(name: str) -> str:
+        if name not in fields:
+            return "NULL::DOUBLE"
+        return f"try_cast(x.{q(name)} AS DOUBLE)"
+
+    errors = []
+    if "chunk_id" in fields and pa.types.is_nested(fields["chunk_id"]):
+        errors.append("WHEN x.\"chunk_id\" IS NOT NULL THEN 'has a chunk_id that is not a string'")
+    for name, what in (("rank", "a rank that is not an integer"),
+                       ("score", "a score that is not a number")):
+        if name in fields and not numeric[name]:
+            errors.append(f"WHEN x.{q(name)} IS NOT NULL AND {number(name)} IS NULL "
+                          f"THEN 'has {what}'")
+    chunk = ("NULL::VARCHAR" if "chunk_id" not in fields or pa.types.is_nested(fields["chunk_id"])
+             else f"CAST(x.{q('chunk_id')} AS VARCHAR)")
+    text = f"CAST(x.{q('text')} AS VARCHAR)" if "text" in fields else "NULL::VARCHAR"
+    error = ("CASE " + " ".join(errors) + " END") if errors else "NULL::VARCHAR"
+    return (f"{{'step': ({step})::INTEGER, 'position': i::INTEGER, 'chunk_id': {chunk}, "
+            f"'rank_num': {number('rank')}, 'score': {number('score')}, 'text': {text}, "
+            f"'item_error': {error}}}")
+
+
 def _stage_parquet(con, path: Path) -> int:
-    """Stage a Parquet log file into stage_requests/stage_items, the same shape the JSONL path
-    produces. Columns are looked up in the file's schema, so a missing optional column reads as
+    """Stage a Parquet log file into stage_requests, the shape stage_logs_jsonl.sql gives
+    JSONL. Columns are looked up in the file's schema, so a missing optional column reads as
     NULL and a column of the wrong type is a per-record reason, not a crash."""
     try:
         schema = pq.read_schema(path)
@@ -260,92 +287,66 @@ def _stage_parquet(con, path: Path) -> int:
     types = {f.name: f.type for f in schema}
     q = quote_identifier
 
+    def present(name: str) -> bool:
+        return name in types and not pa.types.is_null(types[name])
+
     selects = ["file_row_number + 1 AS line", "NULL::VARCHAR AS raw"]
     type_errors = []
     for field, staged in _LOG_SCALARS.items():
-        t = types.get(field)
-        if t is None or pa.types.is_null(t):
+        if not present(field):
             selects.append(f"NULL::VARCHAR AS {staged}")
-        elif _is_nested(t):
+        elif pa.types.is_nested(types[field]):
             selects.append(f"NULL::VARCHAR AS {staged}")
             type_errors.append(f"WHEN {q(field)} IS NOT NULL THEN '{field} is not a scalar'")
         else:
             selects.append(f"CAST({q(field)} AS VARCHAR) AS {staged}")
-    tags_type = types.get("tags")
-    if tags_type is not None and (pa.types.is_struct(tags_type) or pa.types.is_map(tags_type)):
+    if present("tags") and (pa.types.is_struct(types["tags"]) or pa.types.is_map(types["tags"])):
         selects.append(f"to_json({q('tags')}) AS tags_json")
     else:
         selects.append("NULL::JSON AS tags_json")
-        if tags_type is not None and not pa.types.is_null(tags_type):
+        if present("tags"):
             type_errors.append(f"WHEN {q('tags')} IS NOT NULL THEN 'tags is not an object'")
     type_error = ("CASE " + " ".join(type_errors) + " END") if type_errors else "NULL::VARCHAR"
     selects.append(f"{type_error} AS type_error")
 
-    has_ret = "retrieved" in types and not pa.types.is_null(types["retrieved"])
-    has_steps = "retrieval_steps" in types and not pa.types.is_null(types["retrieval_steps"])
-    ret_struct = _item_struct(types.get("retrieved"), 1) if has_ret else None
-    steps_struct = _item_struct(types.get("retrieval_steps"), 2) if has_steps else None
-    ret = q("retrieved") if has_ret else "NULL"
-    steps = q("retrieval_steps") if has_steps else "NULL"
+    ret = q("retrieved") if present("retrieved") else "NULL"
+    steps = q("retrieval_steps") if present("retrieval_steps") else "NULL"
+    ret_struct = _item_struct(types.get("retrieved"), 1)
+    steps_struct = _item_struct(types.get("retrieval_steps"), 2)
     both = "'both retrieved and retrieval_steps are set: log one of them'"
-    if has_steps and steps_struct is None:
-        when_steps = "'retrieval_steps is not a list of lists'"
-    else:
-        when_steps = f"CASE WHEN {ret} IS NOT NULL THEN {both} ELSE 'steps' END"
-    when_list = ("'retrieved is not a list of objects'" if has_ret and ret_struct is None
-                 else "'list'")
-    selects.append(f"""CASE WHEN {steps} IS NOT NULL THEN {when_steps}
+    when_steps = ("'retrieval_steps is not a list of lists'" if steps_struct is None
+                  else f"CASE WHEN {ret} IS NOT NULL THEN {both} ELSE 'steps' END")
+    when_list = "'list'" if ret_struct is not None else "'retrieved is not a list of objects'"
+    shape = f"""CASE WHEN {steps} IS NOT NULL THEN {when_steps}
         WHEN {ret} IS NULL THEN 'missing or null required field: retrieved (or retrieval_steps)'
-        ELSE {when_list} END AS shape""")
-    selects.append(f"CASE WHEN {steps} IS NOT NULL THEN len({steps}) ELSE 1 END::INTEGER"
-                   " AS n_steps" if has_steps else "1 AS n_steps")
-    selects.append(f"{ret if ret_struct is not None else 'NULL'} AS _retrieved")
-    selects.append(f"{steps if steps_struct is not None else 'NULL'} AS _steps")
+        ELSE {when_list} END"""
+    selects.append(f"{shape} AS shape")
+    items, k_default = ["CASE"], ["CASE"]
+    if ret_struct is not None:
+        items.append(f"WHEN {shape} = 'list' THEN list_transform({ret}, "
+                     f"lambda x, i: {_item_expression(ret_struct, '1')})")
+        k_default.append(f"WHEN {shape} = 'list' THEN len({ret})")
+    if steps_struct is not None:
+        items.append(f"WHEN {shape} = 'steps' THEN flatten(list_transform({steps}, "
+                     f"lambda s, si: list_transform(s, "
+                     f"lambda x, i: {_item_expression(steps_struct, 'si')})))")
+        k_default.append(f"WHEN {shape} = 'steps' THEN "
+                         f"list_max(list_transform({steps}, lambda s: len(s)))")
+        selects.append(f"CASE WHEN {shape} = 'steps' THEN len({steps}) ELSE 1 END::INTEGER "
+                       "AS n_steps")
+    else:
+        selects.append("1 AS n_steps")
+    selects.append(" ".join(items) + " END AS items" if len(items) > 1 else "NULL AS items")
+    selects.append(" ".join(k_default) + " END AS k_default" if len(k_default) > 1
+                   else "NULL::BIGINT AS k_default")
 
     con.execute(
-        "CREATE OR REPLACE TEMP TABLE stage_parquet AS SELECT "
-        + ", ".join(selects)
+        "CREATE OR REPLACE TEMP TABLE stage_requests AS SELECT " + ",\n".join(selects)
         + " FROM read_parquet($path, file_row_number = true)",
         {"path": str(path)},
     )
-    con.execute("CREATE OR REPLACE TEMP TABLE stage_requests AS "
-                "SELECT * EXCLUDE (_retrieved, _steps) FROM stage_parquet")
     con.execute("CREATE OR REPLACE TEMP TABLE stage_rejects "
                 "(line BIGINT, raw VARCHAR, reason VARCHAR)")
-
-    def item_columns(struct: pa.DataType) -> str:
-        names = {struct.field(i).name for i in range(struct.num_fields)}
-        cols = []
-        for field, staged in _ITEM_FIELDS.items():
-            if field in names:
-                cols.append(f"CAST(item.{q(field)} AS VARCHAR) AS {staged}")
-            else:
-                cols.append(f"NULL::VARCHAR AS {staged}")
-        return ", ".join(cols)
-
-    parts = []
-    if ret_struct is not None:
-        parts.append(f"""
-            SELECT line, 1 AS step, position, NULL::VARCHAR AS item_error,
-                   {item_columns(ret_struct)}
-            FROM (SELECT line, generate_subscripts(_retrieved, 1) AS position,
-                         unnest(_retrieved) AS item
-                  FROM stage_parquet WHERE shape = 'list')""")
-    if steps_struct is not None:
-        parts.append(f"""
-            SELECT line, step, position, NULL::VARCHAR AS item_error,
-                   {item_columns(steps_struct)}
-            FROM (SELECT line, step, generate_subscripts(s, 1) AS position, unnest(s) AS item
-                  FROM (SELECT line, generate_subscripts(_steps, 1) AS step, unnest(_steps) AS s
-                        FROM stage_parquet WHERE shape = 'steps'))""")
-    if parts:
-        con.execute("CREATE OR REPLACE TEMP TABLE stage_items AS "
-                    + " UNION ALL ".join(parts))
-    else:
-        con.execute("""CREATE OR REPLACE TEMP TABLE stage_items (line BIGINT, step INTEGER,
-            position INTEGER, item_error VARCHAR, chunk_id VARCHAR, rank_text VARCHAR,
-            score_text VARCHAR, text VARCHAR)""")
-    con.execute("DROP TABLE stage_parquet")
     return con.execute("SELECT count(*) FROM stage_requests").fetchall()[0][0]
 
 

@@ -22,7 +22,7 @@ DEFAULT_WAREHOUSE = Path("warehouse") / "recallwatch.duckdb"
 
 PUBLIC_TABLES = ("request_scores", "recall_at_k", "window_metrics", "quarantine", "miss_causes")
 INTERNAL_TABLES = (
-    "requests", "retrieved", "goldens", "gold_versions", "index_chunks", "ingest_files",
+    "requests", "request_cutoffs", "goldens", "gold_versions", "index_chunks", "ingest_files",
     "settings",
 )
 _IDENTIFIERS = frozenset(PUBLIC_TABLES + INTERNAL_TABLES)

@@ -1,10 +1,6 @@
 -- forget_source: remove everything one input file loaded, before it is ingested again because
 -- its content changed. Parameters: $source (the file), $kind (logs | gold | index).
 
-DELETE FROM retrieved
-WHERE $kind = 'logs'
-  AND request_id IN (SELECT request_id FROM requests WHERE source = $source);
-
 DELETE FROM requests WHERE $kind = 'logs' AND source = $source;
 
 DELETE FROM quarantine WHERE kind = $kind AND source = $source;

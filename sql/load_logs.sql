@@ -1,29 +1,38 @@
 -- load_logs: move one validated log file from staging into the warehouse.
--- Grain: requests one row per request_id; retrieved one row per logged chunk; quarantine one
--- row per record that cannot be loaded. Parameters: $source (the file), $kind ('logs').
--- Identical re-deliveries of a request (same digest) load once; a request_id seen with two
--- different contents is a conflict: every copy in this file is quarantined, and a copy that
--- contradicts an already-loaded request is quarantined while the loaded one stays.
+-- Grain: requests one row per request_id; quarantine one row per record that cannot be
+-- loaded. Input: stage_rejects, stage_checked. Parameters: $source (the file), $kind ('logs').
+-- Identical re-deliveries of a request load once; a request_id seen with two different
+-- contents is a conflict: every copy in this file is quarantined, and a copy that contradicts
+-- an already-loaded request is quarantined while the loaded one stays.
 
 CREATE OR REPLACE TEMP TABLE stage_outcome AS
 WITH good AS (
-    SELECT c.line, c.request_id, d.record_hash
-    FROM stage_checked c JOIN stage_digests d USING (line)
+    SELECT line, request_id FROM stage_checked WHERE reason IS NULL
+),
+repeated AS (
+    SELECT request_id FROM good GROUP BY request_id HAVING count(*) > 1
+    UNION
+    SELECT request_id FROM good WHERE request_id IN (SELECT request_id FROM requests)
+),
+staged_digest AS (
+    SELECT line, request_id,
+           record_digest(request_id, timestamp, query, gold_id, index_version, index_size, k,
+                         session_id, turn, tags, retrieved) AS digest
+    FROM stage_checked
+    WHERE reason IS NULL AND request_id IN (SELECT request_id FROM repeated)
 ),
 in_file AS (
-    SELECT request_id,
-           count(DISTINCT record_hash) AS n_versions,
-           min(line) AS first_line,
+    SELECT request_id, count(DISTINCT digest) AS n_versions, min(line) AS first_line,
            string_agg(line::VARCHAR, ', ' ORDER BY line) AS lines
-    FROM good
+    FROM staged_digest
     GROUP BY request_id
 ),
 loaded AS (
-    SELECT request_id, any_value(record_hash) AS record_hash,
-           any_value(source) AS source, any_value(line) AS line
+    SELECT request_id, source, line,
+           record_digest(request_id, timestamp, query, gold_id, index_version, index_size, k,
+                         session_id, turn, tags, retrieved) AS digest
     FROM requests
-    WHERE request_id IN (SELECT request_id FROM good)
-    GROUP BY request_id
+    WHERE request_id IN (SELECT request_id FROM repeated)
 )
 SELECT
     g.line,
@@ -31,14 +40,16 @@ SELECT
     CASE
         WHEN f.n_versions > 1
             THEN 'conflicting duplicate request_id ' || g.request_id || ' (lines ' || f.lines || ')'
-        WHEN l.request_id IS NOT NULL AND l.record_hash <> g.record_hash
+        WHEN l.request_id IS NOT NULL AND l.digest <> d.digest
             THEN 'conflicts with request_id ' || g.request_id || ' already loaded from '
                  || l.source || ' line ' || l.line
     END AS reason,
-    (f.n_versions = 1 AND g.line = f.first_line AND l.request_id IS NULL) AS insert_it
+    (f.request_id IS NULL OR (f.n_versions = 1 AND g.line = f.first_line))
+        AND l.request_id IS NULL AS insert_it
 FROM good g
-JOIN in_file f USING (request_id)
-LEFT JOIN loaded l USING (request_id);
+LEFT JOIN staged_digest d USING (line)
+LEFT JOIN in_file f ON f.request_id = g.request_id
+LEFT JOIN loaded l ON l.request_id = g.request_id;
 
 INSERT INTO quarantine (kind, source, line, reason, raw)
 SELECT $kind, $source, line, reason, left(raw, 65536) FROM stage_rejects
@@ -49,40 +60,31 @@ SELECT $kind, $source, o.line, o.reason, left(c.raw, 65536)
 FROM stage_outcome o JOIN stage_checked c USING (line)
 WHERE o.reason IS NOT NULL;
 
-INSERT INTO retrieved (request_id, step, position, chunk_id, rank, score, text)
-SELECT o.request_id, i.step, i.position, i.chunk_id,
-       coalesce(i.rank_num, i.position)::INTEGER, i.score, i.text
-FROM stage_item_checks i
-JOIN stage_outcome o USING (line)
-WHERE o.insert_it;
-
 INSERT INTO requests
-WITH best AS (
-    SELECT i.line, i.chunk_id, min(coalesce(i.rank_num, i.position))::INTEGER AS rank
-    FROM stage_item_checks i
-    JOIN stage_outcome o USING (line)
-    WHERE o.insert_it
-    GROUP BY i.line, i.chunk_id
+WITH ranked AS (
+    -- best rank first (ties by chunk_id), so the first occurrence of a chunk is its best rank
+    SELECT c.*, list_sort(list_transform(c.retrieved,
+                                         lambda x: {'rank': x.rank, 'chunk_id': x.chunk_id}))
+                    AS by_rank
+    FROM stage_checked c
+    SEMI JOIN stage_outcome o ON o.line = c.line AND o.insert_it
 ),
-lists AS (
-    SELECT line,
-           list(chunk_id ORDER BY rank, chunk_id) AS chunk_ids,
-           list(rank ORDER BY rank, chunk_id) AS chunk_ranks
-    FROM best
-    GROUP BY line
+flat AS (
+    SELECT *, list_transform(by_rank, lambda x: x.chunk_id) AS ids,
+              list_transform(by_rank, lambda x: x.rank) AS ranks
+    FROM ranked
+),
+firsts AS (
+    SELECT *, list_filter(range(1, len(ids) + 1), lambda i: list_position(ids, ids[i]) = i)
+                  AS keep
+    FROM flat
 )
 SELECT
-    c.request_id, c.timestamp, c.query, norm_text(c.query), c.gold_id, c.index_version,
-    c.index_size, c.k,
-    c.n_steps,
-    c.session_id, c.turn,
-    CASE WHEN c.tags_json IS NOT NULL THEN CAST(c.tags_json AS MAP(VARCHAR, VARCHAR)) END,
-    coalesce(l.chunk_ids, []::VARCHAR[]),
-    coalesce(l.chunk_ranks, []::INTEGER[]),
-    d.record_hash, $source, c.line
-FROM stage_checked c
-JOIN stage_outcome o USING (line)
-JOIN stage_digests d USING (line)
-LEFT JOIN lists l USING (line)
-WHERE o.insert_it
-ORDER BY c.timestamp;
+    request_id, timestamp, query,
+    CASE WHEN gold_id IS NULL THEN norm_text(query) END,
+    gold_id, index_version, index_size, k, n_steps, session_id, turn, tags, retrieved,
+    list_transform(keep, lambda i: ids[i])::VARCHAR[],
+    list_transform(keep, lambda i: ranks[i])::INTEGER[],
+    $source, line
+FROM firsts
+ORDER BY timestamp;

@@ -13,12 +13,13 @@ CREATE TABLE IF NOT EXISTS ingest_files (
     n_quarantined BIGINT  NOT NULL
 );
 
--- One row per logged request (request_id is unique).
+-- One row per logged request (request_id is unique). The logged candidates (beyond k too)
+-- stay with their request as one list, in logged order, over all retrieval steps.
 CREATE TABLE IF NOT EXISTS requests (
     request_id    VARCHAR   NOT NULL,
     timestamp     TIMESTAMP NOT NULL,
     query         VARCHAR   NOT NULL,
-    query_norm    VARCHAR   NOT NULL,   -- NFKC, casefold, collapsed whitespace
+    query_norm    VARCHAR,              -- NFKC, casefold, collapsed whitespace; set when no gold_id
     gold_id       VARCHAR,
     index_version VARCHAR   NOT NULL,
     index_size    BIGINT,
@@ -27,22 +28,12 @@ CREATE TABLE IF NOT EXISTS requests (
     session_id    VARCHAR,
     turn          INTEGER,
     tags          MAP(VARCHAR, VARCHAR),
+    retrieved     STRUCT(step INTEGER, "position" INTEGER, chunk_id VARCHAR, rank INTEGER,
+                         score DOUBLE, text VARCHAR)[] NOT NULL,
     chunk_ids     VARCHAR[] NOT NULL,   -- distinct logged chunk IDs, best rank first
     chunk_ranks   INTEGER[] NOT NULL,   -- best rank of each over all steps (same order)
-    record_hash   VARCHAR   NOT NULL,   -- hash of the normalized record, format-independent
     source        VARCHAR   NOT NULL,
     line          BIGINT    NOT NULL
-);
-
--- One row per logged retrieved chunk (candidates beyond k included), per step.
-CREATE TABLE IF NOT EXISTS retrieved (
-    request_id VARCHAR NOT NULL,
-    step       INTEGER NOT NULL,   -- 1-based; 1 for a plain `retrieved` list
-    position   INTEGER NOT NULL,   -- 1-based position in the logged list
-    chunk_id   VARCHAR NOT NULL,
-    rank       INTEGER NOT NULL,   -- logged rank, or position when absent
-    score      DOUBLE,
-    text       VARCHAR
 );
 
 -- One row per golden per gold-set version.
@@ -100,15 +91,26 @@ CREATE TABLE IF NOT EXISTS request_scores (
     status        VARCHAR   NOT NULL    -- scored | no_gold_match | no_evidence
 );
 
--- Public. One row per scored request, route and cutoff.
-CREATE TABLE IF NOT EXISTS recall_at_k (
-    request_id VARCHAR NOT NULL,
-    route      VARCHAR NOT NULL,
-    k          INTEGER NOT NULL,   -- cutoff; the served k caps it (a shorter list keeps its value)
-    recall     DOUBLE  NOT NULL,
-    precision  DOUBLE,             -- NULL when nothing was served up to this cutoff
-    hit        BOOLEAN NOT NULL    -- Success@k: any needed item in the top k (not recall)
+-- Recall, precision and hit at every cutoff of one scored request, as parallel lists (one
+-- row per request keeps scoring fast); the public view recall_at_k unnests them.
+CREATE TABLE IF NOT EXISTS request_cutoffs (
+    request_id VARCHAR   NOT NULL,
+    route      VARCHAR   NOT NULL,
+    cutoffs    INTEGER[] NOT NULL,
+    recalls    DOUBLE[]  NOT NULL,
+    precisions DOUBLE[]  NOT NULL,
+    hits       BOOLEAN[] NOT NULL
 );
+
+-- Public. One row per scored request, route and cutoff k. The served k caps every cutoff, so
+-- candidates beyond k never count and a list shorter than the cutoff keeps its full value.
+-- precision is NULL when nothing was served up to the cutoff; hit is Success@k (any needed
+-- item in the top k), a different metric from recall.
+CREATE OR REPLACE VIEW recall_at_k AS
+SELECT request_id, route,
+       unnest(cutoffs) AS k, unnest(recalls) AS recall,
+       unnest(precisions) AS precision, unnest(hits) AS hit
+FROM request_cutoffs;
 
 -- Public. One row per missing gold chunk of a scored request.
 CREATE TABLE IF NOT EXISTS miss_causes (
@@ -118,7 +120,7 @@ CREATE TABLE IF NOT EXISTS miss_causes (
     gold_id       VARCHAR NOT NULL,
     index_version VARCHAR NOT NULL,
     chunk_id      VARCHAR NOT NULL,
-    cause         VARCHAR NOT NULL,   -- not_in_index | beyond_k | not_retrieved | unknown
+    cause         VARCHAR NOT NULL,   -- not_in_index | beyond_k | not_retrieved
     rank          INTEGER             -- logged rank when beyond_k
 );
 

@@ -1,11 +1,12 @@
 -- score_ids: context recall by gold chunk IDs for the requests of one window [$start, $end).
--- Grain: request_scores one row per request (route 'ids'); recall_at_k one row per scored
--- request and cutoff; miss_causes one row per missing gold chunk of a scored request.
+-- Grain: request_scores one row per request (route 'ids'); request_cutoffs one row per scored
+-- request (its recall/precision/hit at every cutoff, seen through the view recall_at_k);
+-- miss_causes one row per missing gold chunk of a scored request.
 -- Parameters: $start, $end (TIMESTAMP, UTC), $gold_version, $cutoffs (INTEGER[]).
--- A request joins its golden by gold_id, else by normalized query text. Recall counts a gold
--- chunk as covered when its best logged rank (over all retrieval steps) is within the served k;
--- at a cutoff c the served k still caps it, so candidates beyond k never count and a list
--- shorter than c keeps its full-list value. Run inside one transaction (score.py does).
+-- A request joins its golden by gold_id, else by normalized query text. A gold chunk is
+-- covered when its best logged rank (over all retrieval steps) is within the served k; at a
+-- cutoff c the served k still caps it, so candidates beyond k never count and a list shorter
+-- than c keeps its full-list value. Run inside one transaction (score.py does).
 
 -- the window's old rows go first: those of its requests wherever they were scored before, and
 -- scores dated in the window whose request has since been removed or moved
@@ -15,7 +16,7 @@ UNION
 SELECT request_id FROM request_scores
 WHERE route = 'ids' AND timestamp >= $start AND timestamp < $end;
 
-DELETE FROM recall_at_k
+DELETE FROM request_cutoffs
 WHERE route = 'ids' AND request_id IN (SELECT request_id FROM score_window_ids);
 
 DELETE FROM miss_causes
@@ -36,13 +37,13 @@ joined AS (
     SELECT r.request_id, r.timestamp, r.index_version, r.k, r.chunk_ids, r.chunk_ranks,
            g.gold_id, g.gold_chunk_ids
     FROM requests r
-    LEFT JOIN by_question q ON r.gold_id IS NULL AND q.question_norm = r.query_norm
+    LEFT JOIN by_question q ON q.question_norm = r.query_norm
     LEFT JOIN goldens g
            ON g.gold_version = $gold_version AND g.gold_id = coalesce(r.gold_id, q.gold_id)
     WHERE r.timestamp >= $start AND r.timestamp < $end
 )
 SELECT
-    *,
+    request_id, timestamp, index_version, k, gold_id, gold_chunk_ids, chunk_ranks,
     CASE
         WHEN gold_id IS NULL THEN 'no_gold_match'
         WHEN len(gold_chunk_ids) = 0 THEN 'no_evidence'
@@ -67,15 +68,26 @@ SELECT
     status
 FROM score_window;
 
-INSERT INTO recall_at_k
+INSERT INTO request_cutoffs
+WITH counts AS (
+    SELECT
+        request_id,
+        len(gold_chunk_ids) AS needed,
+        list_transform($cutoffs::INTEGER[],
+                       lambda c: len(list_filter(gold_ranks, lambda r: r <= least(c, k))))
+            AS covered,
+        list_transform($cutoffs::INTEGER[],
+                       lambda c: len(list_filter(chunk_ranks, lambda r: r <= least(c, k))))
+            AS served
+    FROM score_window
+    WHERE status = 'scored'
+)
 SELECT
-    request_id, 'ids', cutoff,
-    len(list_filter(gold_ranks, lambda r: r <= least(cutoff, k))) / len(gold_chunk_ids),
-    len(list_filter(gold_ranks, lambda r: r <= least(cutoff, k)))
-        / nullif(len(list_filter(chunk_ranks, lambda r: r <= least(cutoff, k))), 0),
-    len(list_filter(gold_ranks, lambda r: r <= least(cutoff, k))) > 0
-FROM score_window, unnest($cutoffs::INTEGER[]) AS c(cutoff)
-WHERE status = 'scored';
+    request_id, 'ids', $cutoffs::INTEGER[],
+    list_transform(covered, lambda n: n / needed),
+    list_transform(covered, lambda n, i: n / nullif(served[i], 0)),
+    list_transform(covered, lambda n: n > 0)
+FROM counts;
 
 INSERT INTO miss_causes
 WITH missing AS (
@@ -83,6 +95,7 @@ WITH missing AS (
            unnest(gold_chunk_ids) AS chunk_id, unnest(gold_ranks) AS rank
     FROM score_window
     WHERE status = 'scored'
+      AND len(list_filter(gold_ranks, lambda r: r <= k)) < len(gold_chunk_ids)
 )
 SELECT
     m.request_id, 'ids', $gold_version, m.gold_id, m.index_version, m.chunk_id,

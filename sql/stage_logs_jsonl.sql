@@ -1,6 +1,6 @@
 -- stage_logs_jsonl: turn the lines of one JSONL log file into the staging shape.
--- Grain: stage_requests one row per line that is a JSON object; stage_items one row per
--- logged retrieved chunk (per step). Input: temp table stage_lines(line, text), lines already
+-- Grain: stage_requests one row per line that is a JSON object, its logged chunks as one list
+-- of `items` (all steps). Input: temp table stage_lines(line, text), lines already
 -- decoded as UTF-8 and under the size limit. Unparseable lines go to stage_rejects here;
 -- everything else is judged by validate_logs.sql. No parameters.
 
@@ -15,6 +15,50 @@ CREATE OR REPLACE TEMP TABLE stage_objects AS
 SELECT line, text, text::JSON AS j
 FROM stage_lines
 WHERE line NOT IN (SELECT line FROM stage_rejects);
+
+-- One logged chunk as the staging struct; type problems become item_error, judged later.
+CREATE OR REPLACE TEMP MACRO json_item(x, step_no, pos) AS {
+    'step': step_no::INTEGER,
+    'position': pos::INTEGER,
+    'chunk_id': CASE WHEN json_type(x) = 'OBJECT' THEN json_extract_string(x, '$.chunk_id') END,
+    'rank_num': CASE WHEN json_type(x) = 'OBJECT'
+                     THEN try_cast(json_extract_string(x, '$.rank') AS DOUBLE) END,
+    'score': CASE WHEN json_type(x) = 'OBJECT'
+                  THEN try_cast(json_extract_string(x, '$.score') AS DOUBLE) END,
+    'text': CASE WHEN json_type(x) = 'OBJECT' THEN json_extract_string(x, '$.text') END,
+    'item_error': CASE
+        WHEN json_type(x) <> 'OBJECT' THEN 'is not an object'
+        WHEN coalesce(json_type(x, '$.chunk_id'), 'NULL') NOT IN ('VARCHAR', 'BIGINT', 'UBIGINT', 'NULL')
+            THEN 'has a chunk_id that is not a string'
+        WHEN coalesce(json_type(x, '$.rank'), 'NULL') NOT IN ('BIGINT', 'UBIGINT', 'DOUBLE', 'NULL')
+            THEN 'has a rank that is not an integer'
+        WHEN coalesce(json_type(x, '$.score'), 'NULL') NOT IN ('BIGINT', 'UBIGINT', 'DOUBLE', 'NULL')
+            THEN 'has a score that is not a number'
+        WHEN coalesce(json_type(x, '$.text'), 'NULL') NOT IN ('VARCHAR', 'NULL')
+            THEN 'has a text that is not a string'
+    END
+};
+
+CREATE OR REPLACE TEMP TABLE stage_shapes AS
+SELECT
+    line, text, j,
+    CASE
+        WHEN coalesce(json_type(j, '$.retrieval_steps'), 'NULL') <> 'NULL' THEN
+            CASE
+                WHEN json_type(j, '$.retrieval_steps') <> 'ARRAY' THEN 'retrieval_steps is not a list'
+                WHEN coalesce(json_type(j, '$.retrieved'), 'NULL') <> 'NULL'
+                    THEN 'both retrieved and retrieval_steps are set: log one of them'
+                WHEN len(list_filter(from_json(j -> '$.retrieval_steps', '["JSON"]'),
+                                     lambda s: json_type(s) <> 'ARRAY')) > 0
+                    THEN 'retrieval_steps is not a list of lists'
+                ELSE 'steps'
+            END
+        WHEN coalesce(json_type(j, '$.retrieved'), 'NULL') = 'NULL'
+            THEN 'missing or null required field: retrieved (or retrieval_steps)'
+        WHEN json_type(j, '$.retrieved') <> 'ARRAY' THEN 'retrieved is not a list'
+        ELSE 'list'
+    END AS shape
+FROM stage_objects;
 
 CREATE OR REPLACE TEMP TABLE stage_requests AS
 SELECT
@@ -52,60 +96,21 @@ SELECT
     json_extract_string(j, '$.session_id') AS session_id,
     json_extract_string(j, '$.turn') AS turn_text,
     CASE WHEN json_type(j, '$.tags') = 'OBJECT' THEN j -> '$.tags' END AS tags_json,
+    shape,
+    CASE WHEN shape = 'steps' THEN json_array_length(j, '$.retrieval_steps') ELSE 1 END::INTEGER
+        AS n_steps,
     CASE
-        WHEN coalesce(json_type(j, '$.retrieval_steps'), 'NULL') <> 'NULL' THEN
-            CASE
-                WHEN json_type(j, '$.retrieval_steps') <> 'ARRAY' THEN 'retrieval_steps is not a list'
-                WHEN coalesce(json_type(j, '$.retrieved'), 'NULL') <> 'NULL'
-                    THEN 'both retrieved and retrieval_steps are set: log one of them'
-                WHEN len(list_filter(from_json(j -> '$.retrieval_steps', '["JSON"]'),
-                                     lambda s: json_type(s) <> 'ARRAY')) > 0
-                    THEN 'retrieval_steps is not a list of lists'
-                ELSE 'steps'
-            END
-        WHEN coalesce(json_type(j, '$.retrieved'), 'NULL') = 'NULL'
-            THEN 'missing or null required field: retrieved (or retrieval_steps)'
-        WHEN json_type(j, '$.retrieved') <> 'ARRAY' THEN 'retrieved is not a list'
-        ELSE 'list'
-    END AS shape,
-    CASE WHEN json_type(j, '$.retrieval_steps') = 'ARRAY'
-         THEN json_array_length(j, '$.retrieval_steps') ELSE 1 END::INTEGER AS n_steps
-FROM stage_objects;
-
-CREATE OR REPLACE TEMP TABLE stage_items AS
-WITH steps AS (
-    SELECT o.line, 1 AS step, o.j -> '$.retrieved' AS items
-    FROM stage_objects o JOIN stage_requests r USING (line)
-    WHERE r.shape = 'list'
-    UNION ALL
-    SELECT line, generate_subscripts(arr, 1) AS step, unnest(arr) AS items
-    FROM (
-        SELECT o.line, from_json(o.j -> '$.retrieval_steps', '["JSON"]') AS arr
-        FROM stage_objects o JOIN stage_requests r USING (line)
-        WHERE r.shape = 'steps'
-    )
-),
-items AS (
-    SELECT line, step, generate_subscripts(arr, 1) AS position, unnest(arr) AS item
-    FROM (SELECT line, step, from_json(items, '["JSON"]') AS arr FROM steps)
-)
-SELECT
-    line,
-    step::INTEGER AS step,
-    position::INTEGER AS position,
+        WHEN shape = 'list' THEN list_transform(from_json(j -> '$.retrieved', '["JSON"]'),
+                                                lambda x, i: json_item(x, 1, i))
+        WHEN shape = 'steps' THEN flatten(list_transform(
+            from_json(j -> '$.retrieval_steps', '["JSON"]'),
+            lambda s, si: list_transform(from_json(s, '["JSON"]'),
+                                         lambda x, i: json_item(x, si, i))))
+    END AS items,
+    -- k defaults to the list length (the longest step's for agentic requests)
     CASE
-        WHEN json_type(item) <> 'OBJECT' THEN 'retrieved item is not an object'
-        WHEN coalesce(json_type(item, '$.chunk_id'), 'NULL') NOT IN ('VARCHAR', 'BIGINT', 'UBIGINT', 'NULL')
-            THEN 'chunk_id is not a string'
-        WHEN coalesce(json_type(item, '$.rank'), 'NULL') NOT IN ('BIGINT', 'UBIGINT', 'NULL')
-            THEN 'rank is not an integer'
-        WHEN coalesce(json_type(item, '$.score'), 'NULL') NOT IN ('BIGINT', 'UBIGINT', 'DOUBLE', 'NULL')
-            THEN 'score is not a number'
-        WHEN coalesce(json_type(item, '$.text'), 'NULL') NOT IN ('VARCHAR', 'NULL')
-            THEN 'text is not a string'
-    END AS item_error,
-    CASE WHEN json_type(item) = 'OBJECT' THEN json_extract_string(item, '$.chunk_id') END AS chunk_id,
-    CASE WHEN json_type(item) = 'OBJECT' THEN json_extract_string(item, '$.rank') END AS rank_text,
-    CASE WHEN json_type(item) = 'OBJECT' THEN json_extract_string(item, '$.score') END AS score_text,
-    CASE WHEN json_type(item) = 'OBJECT' THEN json_extract_string(item, '$.text') END AS text
-FROM items;
+        WHEN shape = 'list' THEN json_array_length(j, '$.retrieved')
+        WHEN shape = 'steps' THEN list_max(list_transform(
+            from_json(j -> '$.retrieval_steps', '["JSON"]'), lambda s: json_array_length(s)))
+    END AS k_default
+FROM stage_shapes;

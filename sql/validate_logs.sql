@@ -1,59 +1,45 @@
 -- validate_logs: judge every staged log record of one file. Grain: one row per staged record
--- in stage_checked, with `reason` NULL when the record can be loaded, typed values otherwise
--- NULL-safe. Input: stage_requests, stage_items (from stage_logs_jsonl / stage_logs_parquet).
--- The first failing rule gives the reason, so a record gets exactly one. No parameters.
-
-CREATE OR REPLACE TEMP TABLE stage_item_checks AS
-SELECT
-    line, step, position, chunk_id, text,
-    try_cast(rank_text AS DOUBLE) AS rank_num,
-    try_cast(score_text AS DOUBLE) AS score,
-    CASE
-        WHEN item_error IS NOT NULL THEN item_error
-        WHEN chunk_id IS NULL THEN 'retrieved item ' || position || ' has a null or missing chunk_id'
-        WHEN rank_text IS NOT NULL AND (try_cast(rank_text AS DOUBLE) IS NULL
-                                        OR try_cast(rank_text AS DOUBLE) <> floor(try_cast(rank_text AS DOUBLE)))
-            THEN 'retrieved item ' || position || ' has a rank that is not an integer'
-        WHEN rank_text IS NOT NULL AND try_cast(rank_text AS DOUBLE) < 1
-            THEN 'retrieved item ' || position || ' has rank ' || rank_text || ' (ranks start at 1)'
-        WHEN score_text IS NOT NULL AND try_cast(score_text AS DOUBLE) IS NULL
-            THEN 'retrieved item ' || position || ' has a score that is not a number'
-    END AS item_reason
-FROM stage_items;
+-- in stage_checked, with `reason` NULL when the record can be loaded, and its values typed.
+-- Input: stage_requests (from stage_logs_jsonl.sql or ingest._stage_parquet). The first
+-- failing rule gives the reason, so a record gets exactly one. No parameters.
 
 CREATE OR REPLACE TEMP TABLE stage_checked AS
-WITH first_item_error AS (
-    SELECT line, arg_min(item_reason, step * 1000000 + position) AS item_reason
-    FROM stage_item_checks
-    WHERE item_reason IS NOT NULL
-    GROUP BY line
-),
-step_sizes AS (
-    SELECT line, max(n) AS longest_step
-    FROM (SELECT line, step, count(*) AS n FROM stage_items GROUP BY line, step)
-    GROUP BY line
-),
-typed AS (
+WITH typed AS (
     SELECT
         r.*,
         try_cast(r.ts_text AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS ts,
         try_cast(r.index_size_text AS DOUBLE) AS index_size_num,
         try_cast(r.k_text AS DOUBLE) AS k_num,
         try_cast(r.turn_text AS DOUBLE) AS turn_num,
-        f.item_reason,
-        coalesce(s.longest_step, 0) AS longest_step
+        list_filter(list_transform(r.items, lambda x: CASE
+            WHEN x.item_error IS NOT NULL OR x.chunk_id IS NULL
+                 OR x.rank_num <> floor(x.rank_num) OR x.rank_num < 1 THEN
+                CASE WHEN r.shape = 'steps'
+                     THEN 'retrieval step ' || x.step || ' item ' || x.position
+                     ELSE 'retrieved item ' || x.position END
+                || CASE
+                    WHEN x.item_error IS NOT NULL THEN ' ' || x.item_error
+                    WHEN x.chunk_id IS NULL THEN ' has a null or missing chunk_id'
+                    WHEN x.rank_num <> floor(x.rank_num) THEN ' has a rank that is not an integer'
+                    ELSE ' has rank ' || x.rank_num::BIGINT || ' (ranks start at 1)'
+                END
+            END), lambda reason: reason IS NOT NULL)[1] AS item_reason
     FROM stage_requests r
-    LEFT JOIN first_item_error f USING (line)
-    LEFT JOIN step_sizes s USING (line)
 )
 SELECT
     line, raw, request_id, ts AS timestamp, query, gold_id, index_version,
     index_size_num::BIGINT AS index_size,
-    coalesce(k_num, longest_step)::INTEGER AS k,
+    coalesce(k_num, k_default, 0)::INTEGER AS k,
+    n_steps,
     session_id,
     coalesce(turn_num, 1)::INTEGER AS turn,
-    n_steps,
-    tags_json,
+    CASE WHEN tags_json IS NOT NULL THEN CAST(tags_json AS MAP(VARCHAR, VARCHAR)) END AS tags,
+    CASE WHEN shape IN ('list', 'steps') AND item_reason IS NULL THEN
+        coalesce(list_transform(items, lambda x: {
+            'step': x.step, 'position': x.position, 'chunk_id': x.chunk_id,
+            'rank': coalesce(x.rank_num, x.position)::INTEGER,
+            'score': x.score, 'text': x.text}), [])
+    END AS retrieved,
     CASE
         WHEN type_error IS NOT NULL THEN type_error
         WHEN request_id IS NULL OR trim(request_id) = ''
@@ -75,24 +61,11 @@ SELECT
     END AS reason
 FROM typed;
 
--- A digest of the normalized record, the same whichever format it came in: it tells an
--- identical re-delivery (loaded once) from a conflicting duplicate request_id (quarantined).
-CREATE OR REPLACE TEMP TABLE stage_digests AS
-WITH item_digest AS (
-    SELECT line,
-           string_agg(concat_ws(chr(31), step, position, chunk_id, rank_num, score, text), chr(30)
-                      ORDER BY step, position) AS items
-    FROM stage_item_checks
-    GROUP BY line
-)
-SELECT
-    c.line,
-    md5(concat_ws(chr(29),
-        c.request_id, strftime(c.timestamp, '%Y-%m-%dT%H:%M:%S.%f'), c.query, c.gold_id,
-        c.index_version, c.index_size, c.k, c.session_id, c.turn,
-        CASE WHEN c.tags_json IS NOT NULL
-             THEN list_sort(map_entries(CAST(c.tags_json AS MAP(VARCHAR, VARCHAR))))::VARCHAR END,
-        coalesce(d.items, ''))) AS record_hash
-FROM stage_checked c
-LEFT JOIN item_digest d USING (line)
-WHERE c.reason IS NULL;
+-- A digest of a normalized record, the same whichever format it came in: it tells an identical
+-- re-delivery (loaded once) from a conflicting duplicate request_id (quarantined). Applied to
+-- staged and to loaded rows alike, and only where a request_id repeats.
+CREATE OR REPLACE TEMP MACRO record_digest(request_id, ts, query, gold_id, index_version,
+                                           index_size, k, session_id, turn, tags, retrieved) AS
+    md5(concat_ws(chr(29), request_id, strftime(ts, '%Y-%m-%dT%H:%M:%S.%f'), query, gold_id,
+                  index_version, index_size, k, session_id, turn,
+                  list_sort(map_entries(tags))::VARCHAR, retrieved::VARCHAR));

@@ -11,7 +11,7 @@ import pytest
 from pipeline import cli
 from pipeline.warehouse import PUBLIC_TABLES, connect
 
-ALL_TABLES = PUBLIC_TABLES + ("requests", "retrieved", "goldens", "gold_versions",
+ALL_TABLES = PUBLIC_TABLES + ("requests", "request_cutoffs", "goldens", "gold_versions",
                               "index_chunks", "ingest_files", "settings")
 
 

@@ -8,7 +8,7 @@ older gold set and a second route that must not leak into the numbers, and quara
 
 from __future__ import annotations
 
-import html
+import json
 import random
 import re
 import subprocess
@@ -17,6 +17,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import markupsafe
 import numpy as np
 import pytest
 from PIL import Image
@@ -33,6 +34,7 @@ DAYS = [date(2026, 11, 1) + timedelta(days=i) for i in range(8)]
 LEVELS = [0.93, 0.91, 0.92, 0.70, 0.55, 0.72, 0.86, 0.91]
 PER_DAY = 24
 SERVED_K = 5
+CANDIDATES = 10  # logged per request, beyond k included
 CUTOFFS = (1, 3, 5, 10)
 WINDOW_CUTOFFS = (3, 5, 10)
 PASS_MARK = 0.7
@@ -100,6 +102,24 @@ def _window_rows(scores: list[dict], at_k: dict[tuple[str, int], float],
     return rows
 
 
+def _logged(rid: str, gold_ranks: dict[str, int]) -> dict:
+    """A logged ranking of CANDIDATES chunks: the given gold chunks at their ranks, filler
+    chunks elsewhere."""
+    by_rank = {rank: chunk for chunk, rank in gold_ranks.items()}
+    chunks = [by_rank.get(r, f"x-{rid}-{r}") for r in range(1, CANDIDATES + 1)]
+    return {
+        "retrieved": [{"step": 1, "position": r, "chunk_id": c, "rank": r,
+                       "score": round(1 - r / 20, 3), "text": None}
+                      for r, c in enumerate(chunks, start=1)],
+        "chunk_ids": chunks,
+        "chunk_ranks": list(range(1, CANDIDATES + 1)),
+    }
+
+
+def _raw_record(query: str) -> str:
+    return json.dumps({"request_id": "r-z", "query": query})
+
+
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> None:
     if not rows:
         return
@@ -123,7 +143,7 @@ def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
                         "gold_chunk_ids": chunks})
     by_id = {g["gold_id"]: g for g in goldens}
 
-    requests, scores, at_k_rows, misses = {}, [], [], []
+    requests, scores, cutoff_rows, misses = {}, [], [], []
     at_k: dict[tuple[str, int], float] = {}
     for d, day in enumerate(DAYS):
         for j in range(PER_DAY):
@@ -158,7 +178,7 @@ def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
                 "index_version": version, "index_size": size, "k": SERVED_K,
                 "n_steps": 1, "session_id": f"s-{d}-{j // 2}", "turn": 1 + j % 2,
                 "tag_keys": ["tenant"], "tag_values": [tenant],
-                "chunk_ids": [], "chunk_ranks": [], "record_hash": f"h-{rid}",
+                **_logged(rid, {}),
                 "source": f"/data/logs/dt={day}/part-0.jsonl", "line": j + 1,
             }
             requests[rid]["row"] = con_row
@@ -173,23 +193,25 @@ def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
                 continue
 
             hard = 0.7 if gid in ("g-03", "g-07") else 1.0
-            free_ranks = list(range(1, SERVED_K + 1))
-            rng.shuffle(free_ranks)
+            served_ranks = rng.sample(range(1, SERVED_K + 1), SERVED_K)
+            later_ranks = rng.sample(range(SERVED_K + 1, CANDIDATES + 1), CANDIDATES - SERVED_K)
             found: dict[str, int] = {}
+            candidates: dict[str, int] = {}  # gold chunks logged beyond k
             for chunk in golden["gold_chunk_ids"]:
                 if rng.random() < LEVELS[d] * hard:
-                    found[chunk] = free_ranks.pop()
+                    found[chunk] = served_ranks.pop()
                     continue
                 weights = CAUSE_WEIGHTS[kind]
                 cause = rng.choices(list(weights), list(weights.values()))[0]
+                if cause == "beyond_k":
+                    candidates[chunk] = later_ranks.pop()
                 misses.append({
                     "request_id": rid, "route": "ids", "gold_version": gv, "gold_id": gid,
                     "index_version": version, "chunk_id": chunk, "cause": cause,
-                    "rank": rng.randint(SERVED_K + 1, 10) if cause == "beyond_k" else None,
+                    "rank": candidates.get(chunk),
                 })
             needed, covered = len(golden["gold_chunk_ids"]), len(found)
-            ranked = sorted(found, key=found.get)
-            con_row["chunk_ids"], con_row["chunk_ranks"] = ranked, [found[c] for c in ranked]
+            con_row.update(_logged(rid, {**found, **candidates}))
             scores.append({
                 "request_id": rid, "timestamp": ts, "gold_id": gid, "gold_version": gv,
                 "index_version": version, "route": "ids", "k": SERVED_K, "needed": needed,
@@ -197,19 +219,24 @@ def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
                 "full_coverage": covered == needed, "precision": covered / SERVED_K,
                 "status": "scored",
             })
-            for cutoff in CUTOFFS:
-                top = min(cutoff, SERVED_K)  # the served k caps the cutoff
-                hits = sum(rank <= top for rank in found.values())
-                at_k[(rid, cutoff)] = hits / needed
-                at_k_rows.append({"request_id": rid, "route": "ids", "k": cutoff,
-                                  "recall": hits / needed, "precision": hits / top,
-                                  "hit": hits > 0})
+            hits = [sum(rank <= min(c, SERVED_K) for rank in found.values()) for c in CUTOFFS]
+            for cutoff, hit in zip(CUTOFFS, hits, strict=True):
+                at_k[(rid, cutoff)] = hit / needed
+            # The served k caps every cutoff: candidates beyond k never count.
+            cutoff_rows.append({
+                "request_id": rid, "route": "ids", "cutoffs": list(CUTOFFS),
+                "recalls": [h / needed for h in hits],
+                "precisions": [h / min(c, SERVED_K) for h, c in zip(hits, CUTOFFS, strict=True)],
+                "hits": [h > 0 for h in hits],
+            })
             if j % 3 == 0:  # a second route: must never leak into the ids report
                 scores.append({**scores[-1], "route": "passages", "recall": 0.123,
                                "covered": None, "full_coverage": False})
-                at_k_rows += [{"request_id": rid, "route": "passages", "k": c,
-                               "recall": 0.123, "precision": 0.1, "hit": True}
-                              for c in CUTOFFS]
+                cutoff_rows.append({
+                    "request_id": rid, "route": "passages", "cutoffs": list(CUTOFFS),
+                    "recalls": [0.123] * len(CUTOFFS), "precisions": [0.1] * len(CUTOFFS),
+                    "hits": [True] * len(CUTOFFS),
+                })
             if gv == GOLD:
                 wh.scored += 1
                 wh.per_day[day] = wh.per_day.get(day, 0) + 1
@@ -222,7 +249,7 @@ def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
     ] + [
         {"kind": "logs", "source": "/data/logs/dt=2026-11-05/part-0.jsonl", "line": 8,
          "reason": "missing required field: index_version",
-         "raw": '{"request_id": "r-z", "query": "%s"}' % (PAYLOAD if hostile else "fee?")},
+         "raw": _raw_record(PAYLOAD if hostile else "fee?")},
         {"kind": "gold", "source": "/data/gold/gs-2026-11.jsonl", "line": 5,
          "reason": "gold_id duplicated with different content", "raw": '{"gold_id": "g-04"}'},
     ]
@@ -244,11 +271,11 @@ def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
         con.executemany(
             """
             INSERT INTO requests (request_id, timestamp, query, query_norm, gold_id,
-                index_version, index_size, k, n_steps, session_id, turn, tags, chunk_ids,
-                chunk_ranks, record_hash, source, line)
+                index_version, index_size, k, n_steps, session_id, turn, tags, retrieved,
+                chunk_ids, chunk_ranks, source, line)
             VALUES ($request_id, $timestamp, $query, $query_norm, $gold_id, $index_version,
                 $index_size, $k, $n_steps, $session_id, $turn, map($tag_keys, $tag_values),
-                $chunk_ids, $chunk_ranks, $record_hash, $source, $line)
+                $retrieved, $chunk_ids, $chunk_ranks, $source, $line)
             """,
             [r["row"] for r in requests.values()],
         )
@@ -264,7 +291,7 @@ def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
              "content_hash": "b", "n_goldens": 13},
         ])
         _insert(con, "request_scores", scores)
-        _insert(con, "recall_at_k", at_k_rows)
+        _insert(con, "request_cutoffs", cutoff_rows)  # the public recall_at_k view unnests it
         _insert(con, "miss_causes", misses)
         _insert(con, "window_metrics", _window_rows(scores, at_k, requests))
         _insert(con, "quarantine", quarantine)
@@ -302,14 +329,14 @@ needs_chromium = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def warehouse(tmp_path_factory) -> Warehouse:
+def scored_warehouse(tmp_path_factory) -> Warehouse:
     return build_warehouse(tmp_path_factory.mktemp("wh") / "warehouse.duckdb")
 
 
 @pytest.fixture(scope="module")
-def report(warehouse, tmp_path_factory) -> tuple[Path, str]:
+def report(scored_warehouse, tmp_path_factory) -> tuple[Path, str]:
     out_dir = tmp_path_factory.mktemp("report")
-    return out_dir / "report.html", render(warehouse, out_dir)
+    return out_dir / "report.html", render(scored_warehouse, out_dir)
 
 
 def test_report_is_self_contained(report):
@@ -336,13 +363,17 @@ def test_report_draws_in_headless_chromium(report, tmp_path):
     pixels = np.asarray(Image.open(png).convert("RGB"), dtype=np.int16)
     assert pixels.shape == (4000, 1280, 3)
 
-    def near(color: str, tolerance: int = 10) -> int:
-        distance = np.abs(pixels - np.array(_hex_rgb(color), dtype=np.int16)).max(axis=2)
-        return int((distance <= tolerance).sum())
+    def painted(color: str, tolerance: int = 10) -> np.ndarray:
+        target = np.array(_hex_rgb(color), dtype=np.int16)
+        return np.abs(pixels - target).max(axis=2) <= tolerance
 
-    # The mean-recall line and points, and the index-size panel, were really painted.
-    assert near(MEAN_COLOR) > 1500
-    assert near(SIZE_COLOR) > 500
+    # The mean-recall line and points, and the index-size panel, were really painted: many
+    # pixels of the line colour, spread across the width of a chart rather than one spot.
+    mean = painted(MEAN_COLOR)
+    assert mean.sum() > 1500
+    columns = np.flatnonzero(mean.any(axis=0))
+    assert columns.max() - columns.min() > 600
+    assert painted(SIZE_COLOR).sum() > 500
     assert int((pixels.min(axis=2) < 235).sum()) > 50_000
 
     dom = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout
@@ -351,26 +382,38 @@ def test_report_draws_in_headless_chromium(report, tmp_path):
     assert "<path" in dom and 'stroke-dasharray="5 4"' in dom
 
 
-def test_logged_script_tag_is_escaped(tmp_path):
-    wh = build_warehouse(tmp_path / "hostile.duckdb", hostile=True)
-    out_dir = tmp_path / "out"
-    text = render(wh, out_dir)
+@pytest.fixture(scope="module")
+def hostile_report(tmp_path_factory) -> tuple[Path, str]:
+    base = tmp_path_factory.mktemp("hostile")
+    wh = build_warehouse(base / "warehouse.duckdb", hostile=True)
+    return base / "out" / "report.html", render(wh, base / "out")
 
+
+def test_logged_script_tag_is_escaped(hostile_report):
+    _, text = hostile_report
+    escaped = str(markupsafe.escape(PAYLOAD))
     assert PAYLOAD not in text
     assert "<script" not in text and "<img" not in text
-    escaped = html.escape(PAYLOAD, quote=True).replace("&#x27;", "&#39;").replace(
-        "&quot;", "&#34;")
-    assert escaped in text  # the query, the tag slice and the quarantine raw are all shown
-    assert text.count(escaped) >= 3
+    assert not re.search(r"<[^>]*\sonerror\s*=", text)
+    # Shown as text: a logged query, a tag value (as its slice), a quarantine raw record and an
+    # index version inside SVG text.
+    assert "What does policy 3 require? " + escaped in text
     assert "tenant=" + escaped in text
+    assert str(markupsafe.escape(_raw_record(PAYLOAD))) in text
+    assert re.search(r'<text [^>]*class="marker">(?:<title>[^<]*</title>)?idx-v2&lt;script&gt;',
+                     text)
 
-    if not Path(CHROMIUM).exists():
-        pytest.skip("needs headless Chromium at /usr/bin/chromium (apt-get install chromium)")
-    dom = chromium(tmp_path, "--dump-dom", (out_dir / "report.html").as_uri()).stdout
+
+@pytest.mark.browser
+@needs_chromium
+def test_logged_script_tag_stays_text_in_headless_chromium(hostile_report, tmp_path):
+    path, _ = hostile_report
+    dom = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout
     assert "<svg" in dom
-    assert re.search(r"<title>recallwatch report</title>", dom)
-    assert "pwned</title>" not in dom
-    assert "<script" not in dom.lower() and "<img" not in dom.lower()
+    assert re.search(r"<head>.*?<title>(.*?)</title>", dom, re.S).group(1) == "recallwatch report"
+    assert not re.search(r"<(?:script|img)\b", dom, re.I)
+    assert not re.search(r"<[^>]*\sonerror\s*=", dom, re.I)
+    assert "&lt;script&gt;document.title='pwned'" in dom
 
 
 CAPTION = re.compile(
@@ -381,27 +424,27 @@ CAPTION = re.compile(
 )
 
 
-def test_every_figure_states_k_route_gold_version_and_n(warehouse, report):
+def test_every_figure_states_k_route_gold_version_and_n(scored_warehouse, report):
     _, text = report
     captions = {m["id"]: m for m in CAPTION.finditer(text)}
     assert len(captions) == text.count("<figure"), "a figure has no k/route/gold/n caption"
 
-    latest = max(warehouse.per_day)
-    worst = sum(n for n in warehouse.per_golden.values() if n >= 3)
+    latest = max(scored_warehouse.per_day)
+    worst = sum(n for n in scored_warehouse.per_golden.values() if n >= 3)
     expected_n = {
-        "fig-headline": warehouse.per_day[latest],
-        "fig-status": warehouse.scored,
-        "fig-daily": warehouse.scored,
-        "fig-curve": warehouse.scored,
-        "fig-curve-table": warehouse.scored,
-        "fig-rates": warehouse.scored,
-        "fig-misses": warehouse.scored,
-        "fig-misses-by-version": warehouse.scored,
+        "fig-headline": scored_warehouse.per_day[latest],
+        "fig-status": scored_warehouse.scored,
+        "fig-daily": scored_warehouse.scored,
+        "fig-curve": scored_warehouse.scored,
+        "fig-curve-table": scored_warehouse.scored,
+        "fig-rates": scored_warehouse.scored,
+        "fig-misses": scored_warehouse.scored,
+        "fig-misses-by-version": scored_warehouse.scored,
         "fig-worst": worst,
-        "fig-slices": warehouse.per_day[latest],
+        "fig-slices": scored_warehouse.per_day[latest],
     }
     assert set(captions) == set(expected_n)
-    assert worst < warehouse.scored  # g-12 has two requests: the minimum of three bites
+    assert worst < scored_warehouse.scored  # g-12 has two requests: the minimum of three bites
     for fig, n in expected_n.items():
         caption = captions[fig]
         assert caption["route"] == "ids", fig
@@ -417,11 +460,11 @@ def test_every_figure_states_k_route_gold_version_and_n(warehouse, report):
                                                 text, re.S))
 
 
-def test_defaults_pick_newest_gold_set_and_most_common_served_k(warehouse, tmp_path):
-    text = render(warehouse, tmp_path)
+def test_defaults_pick_newest_gold_set_and_most_common_served_k(scored_warehouse, tmp_path):
+    text = render(scored_warehouse, tmp_path)
     assert f"gold set <strong>{GOLD}</strong>" in text
     assert "k <strong>5</strong>" in text
-    older = render(warehouse, tmp_path / "old", gold_version=OLD_GOLD, k=3)
+    older = render(scored_warehouse, tmp_path / "old", gold_version=OLD_GOLD, k=3)
     caption = {m["id"]: m for m in CAPTION.finditer(older)}["fig-daily"]
     assert (caption["gold"], caption["k"]) == (OLD_GOLD, "3")
 

@@ -246,7 +246,7 @@ def test_a_window_that_fails_keeps_its_previous_rows(con, tmp_path, monkeypatch)
 
     def failing(connection, name, params=None):
         real(connection, name, params)
-        connection.execute("DELETE FROM recall_at_k")  # half-way through a window's writes ...
+        connection.execute("DELETE FROM request_cutoffs")  # half-way through a window's writes ...
         raise RuntimeError("disk full")  # ... the step fails before its commit
 
     monkeypatch.setattr(score_module, "run_script", failing)

@@ -1,0 +1,129 @@
+"""Benchmark: ingest and score 1M requests (20 retrieved chunks each, ~3 gold IDs per golden)
+from one Parquet file, against a bare DuckDB scan of the same file measured in the same run.
+
+    .venv/bin/python bench/score_ids.py [--requests 1000000] [--days 7] [--out bench/out]
+
+Prints ingest time, score time, peak RSS of this process, and score time as a ratio of the bare
+scan (unnest every retrieved chunk ID and hash it once: count(distinct chunk_id)). Bars:
+ingest + score <= 60 s, peak RSS <= 3 GiB, score <= 3.0x the bare scan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pipeline.ingest import ingest_gold, ingest_logs  # noqa: E402
+from pipeline.score import score  # noqa: E402
+from pipeline.warehouse import connect  # noqa: E402
+
+N_GOLDENS = 2000
+N_CHUNKS = 500_000
+
+
+def generate(out: Path, n_requests: int, days: int) -> tuple[Path, Path]:
+    """Deterministic synthetic world written with DuckDB (fast, no Python loops)."""
+    out.mkdir(parents=True, exist_ok=True)
+    logs, gold = out / "requests.parquet", out / "gold.jsonl"
+    if logs.exists() and gold.exists() and json.loads(
+            (out / "meta.json").read_text()) == {"requests": n_requests, "days": days}:
+        return logs, gold
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    # golden g has 2-4 gold chunks 'c-<g>-<j>'
+    con.execute(f"""
+        CREATE TABLE goldens AS
+        SELECT 'g-' || g AS gold_id, 'question ' || g AS question,
+               [ 'c-' || g || '-' || j FOR j IN range(2 + g % 3) ] AS gold_chunk_ids
+        FROM range({N_GOLDENS}) t(g)""")
+    con.execute("COPY goldens TO $p (FORMAT json)", {"p": str(gold)})
+    # each request: 20 ranked chunks; each gold chunk lands at a hashed rank 1..30 (ranks
+    # beyond 20 are not logged), the other slots are distractors from a 500k-chunk index
+    con.execute(f"""
+        COPY (
+            SELECT
+                'r-' || i AS request_id,
+                strftime(TIMESTAMP '2026-11-01' + INTERVAL (i * {days} * 86400 // {n_requests})
+                         SECOND, '%Y-%m-%dT%H:%M:%SZ') AS timestamp,
+                'question ' || (i % {N_GOLDENS}) AS query,
+                'g-' || (i % {N_GOLDENS}) AS gold_id,
+                'idx-1' AS index_version,
+                {N_CHUNKS} AS index_size,
+                10 AS k,
+                CASE WHEN i % 3 = 0 THEN 's-' || (i // 3) END AS session_id,
+                [ {{'chunk_id': CASE
+                        WHEN pos = 1 + hash(i, 0) % 30 THEN 'c-' || (i % {N_GOLDENS}) || '-0'
+                        WHEN pos = 1 + hash(i, 1) % 30 THEN 'c-' || (i % {N_GOLDENS}) || '-1'
+                        ELSE 'c-x' || hash(i, pos) % {N_CHUNKS} END,
+                    'rank': pos::INTEGER, 'score': 1.0 / pos}}
+                  FOR pos IN range(1, 21) ] AS retrieved,
+                {{'tenant': CASE WHEN i % 2 = 0 THEN 'acme' ELSE 'globex' END}} AS tags
+            FROM range({n_requests}) t(i)
+        ) TO $p (FORMAT parquet)""", {"p": str(logs)})
+    (out / "meta.json").write_text(json.dumps({"requests": n_requests, "days": days}))
+    return logs, gold
+
+
+def bare_scan(logs: Path) -> float:
+    con = duckdb.connect()
+    started = time.perf_counter()
+    con.execute("SELECT count(DISTINCT chunk_id) FROM (SELECT unnest(retrieved).chunk_id "
+                "AS chunk_id FROM read_parquet($p))", {"p": str(logs)}).fetchall()
+    return time.perf_counter() - started
+
+
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=1_000_000)
+    parser.add_argument("--days", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    args = parser.parse_args()
+
+    logs, gold = generate(args.out, args.requests, args.days)
+    warehouse = args.out / "bench.duckdb"
+    for stale in (warehouse, Path(str(warehouse) + ".wal")):
+        stale.unlink(missing_ok=True)
+
+    baseline = min(bare_scan(logs) for _ in range(3))
+    con = connect(warehouse)
+    ingest_gold(con, str(gold), "bench")
+    started = time.perf_counter()
+    summary = ingest_logs(con, [str(logs)])
+    ingest_s = time.perf_counter() - started
+    started = time.perf_counter()
+    scored = score(con)
+    score_s = time.perf_counter() - started
+    rss = peak_rss_gib()
+    n_scored = scored.by_status.get("scored", 0)
+    con.close()
+
+    ratio = score_s / baseline
+    print(f"machine: {os.cpu_count()} cores, duckdb {duckdb.__version__}")
+    print(f"requests: {summary.read:,} read, {summary.loaded:,} loaded, "
+          f"{n_scored:,} scored over {len(scored.windows)} day windows")
+    print(f"bare scan (count distinct chunk_id, best of 3): {baseline:6.2f} s")
+    print(f"ingest:                                        {ingest_s:6.2f} s")
+    print(f"score:                                         {score_s:6.2f} s")
+    print(f"ingest + score:                                {ingest_s + score_s:6.2f} s"
+          f"   bar <= 60 s   {'ok' if ingest_s + score_s <= 60 else 'OVER'}")
+    print(f"peak RSS:                                      {rss:6.2f} GiB"
+          f"   bar <= 3 GiB  {'ok' if rss <= 3 else 'OVER'}")
+    print(f"score / bare scan:                             {ratio:6.2f} x"
+          f"   bar <= 3.0x   {'ok' if ratio <= 3.0 else 'OVER'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
