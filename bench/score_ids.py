@@ -33,8 +33,9 @@ def generate(out: Path, n_requests: int, days: int) -> tuple[Path, Path]:
     """Deterministic synthetic world written with DuckDB (fast, no Python loops)."""
     out.mkdir(parents=True, exist_ok=True)
     logs, gold = out / "requests.parquet", out / "gold.jsonl"
-    if logs.exists() and gold.exists() and json.loads(
-            (out / "meta.json").read_text()) == {"requests": n_requests, "days": days}:
+    meta = {"requests": n_requests, "days": days, "generator": 2}
+    if logs.exists() and gold.exists() and (out / "meta.json").exists() and json.loads(
+            (out / "meta.json").read_text()) == meta:
         return logs, gold
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
@@ -45,8 +46,8 @@ def generate(out: Path, n_requests: int, days: int) -> tuple[Path, Path]:
                [ 'c-' || g || '-' || j FOR j IN range(2 + g % 3) ] AS gold_chunk_ids
         FROM range({N_GOLDENS}) t(g)""")
     con.execute("COPY goldens TO $p (FORMAT json)", {"p": str(gold)})
-    # each request: 20 ranked chunks; each gold chunk lands at a hashed rank 1..30 (ranks
-    # beyond 20 are not logged), the other slots are distractors from a 500k-chunk index
+    # each request: 20 ranked chunks; each gold chunk j of its golden lands at a hashed rank
+    # 1..30 (beyond 20 it is not logged), the other slots are distractors from a 500k index
     con.execute(f"""
         COPY (
             SELECT
@@ -62,13 +63,17 @@ def generate(out: Path, n_requests: int, days: int) -> tuple[Path, Path]:
                 [ {{'chunk_id': CASE
                         WHEN pos = 1 + hash(i, 0) % 30 THEN 'c-' || (i % {N_GOLDENS}) || '-0'
                         WHEN pos = 1 + hash(i, 1) % 30 THEN 'c-' || (i % {N_GOLDENS}) || '-1'
+                        WHEN pos = 1 + hash(i, 2) % 30 AND i % {N_GOLDENS} % 3 >= 1
+                            THEN 'c-' || (i % {N_GOLDENS}) || '-2'
+                        WHEN pos = 1 + hash(i, 3) % 30 AND i % {N_GOLDENS} % 3 = 2
+                            THEN 'c-' || (i % {N_GOLDENS}) || '-3'
                         ELSE 'c-x' || hash(i, pos) % {N_CHUNKS} END,
                     'rank': pos::INTEGER, 'score': 1.0 / pos}}
                   FOR pos IN range(1, 21) ] AS retrieved,
                 {{'tenant': CASE WHEN i % 2 = 0 THEN 'acme' ELSE 'globex' END}} AS tags
             FROM range({n_requests}) t(i)
         ) TO $p (FORMAT parquet)""", {"p": str(logs)})
-    (out / "meta.json").write_text(json.dumps({"requests": n_requests, "days": days}))
+    (out / "meta.json").write_text(json.dumps(meta))
     return logs, gold
 
 

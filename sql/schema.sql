@@ -91,15 +91,15 @@ CREATE TABLE IF NOT EXISTS request_scores (
     status        VARCHAR   NOT NULL    -- scored | no_gold_match | no_evidence
 );
 
--- Recall, precision and hit at every cutoff of one scored request, as parallel lists (one
--- row per request keeps scoring fast); the public view recall_at_k unnests them.
+-- The counts behind recall, precision and hit at every cutoff of one scored request, as
+-- parallel lists (one row per request keeps scoring fast); the view recall_at_k derives them.
 CREATE TABLE IF NOT EXISTS request_cutoffs (
     request_id VARCHAR   NOT NULL,
     route      VARCHAR   NOT NULL,
+    needed     INTEGER   NOT NULL,   -- gold items the answer needed
     cutoffs    INTEGER[] NOT NULL,
-    recalls    DOUBLE[]  NOT NULL,
-    precisions DOUBLE[]  NOT NULL,
-    hits       BOOLEAN[] NOT NULL
+    covered    INTEGER[] NOT NULL,   -- needed items within the top min(cutoff, k)
+    served     INTEGER[] NOT NULL    -- distinct chunks within the top min(cutoff, k)
 );
 
 -- Public. One row per scored request, route and cutoff k. The served k caps every cutoff, so
@@ -107,10 +107,13 @@ CREATE TABLE IF NOT EXISTS request_cutoffs (
 -- precision is NULL when nothing was served up to the cutoff; hit is Success@k (any needed
 -- item in the top k), a different metric from recall.
 CREATE OR REPLACE VIEW recall_at_k AS
-SELECT request_id, route,
-       unnest(cutoffs) AS k, unnest(recalls) AS recall,
-       unnest(precisions) AS precision, unnest(hits) AS hit
-FROM request_cutoffs;
+SELECT request_id, route, k, covered / needed AS recall,
+       covered / nullif(served, 0) AS precision, covered > 0 AS hit
+FROM (
+    SELECT request_id, route, needed,
+           unnest(cutoffs) AS k, unnest(covered) AS covered, unnest(served) AS served
+    FROM request_cutoffs
+);
 
 -- Public. One row per missing gold chunk of a scored request.
 CREATE TABLE IF NOT EXISTS miss_causes (

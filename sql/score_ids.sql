@@ -1,6 +1,6 @@
 -- score_ids: context recall by gold chunk IDs for the requests of one window [$start, $end).
 -- Grain: request_scores one row per request (route 'ids'); request_cutoffs one row per scored
--- request (its recall/precision/hit at every cutoff, seen through the view recall_at_k);
+-- request (its counts at every cutoff, seen as recall/precision/hit through recall_at_k);
 -- miss_causes one row per missing gold chunk of a scored request.
 -- Parameters: $start, $end (TIMESTAMP, UTC), $gold_version, $cutoffs (INTEGER[]).
 -- A request joins its golden by gold_id, else by normalized query text. A gold chunk is
@@ -69,25 +69,19 @@ SELECT
 FROM score_window;
 
 INSERT INTO request_cutoffs
-WITH counts AS (
-    SELECT
-        request_id,
-        len(gold_chunk_ids) AS needed,
-        list_transform($cutoffs::INTEGER[],
-                       lambda c: len(list_filter(gold_ranks, lambda r: r <= least(c, k))))
-            AS covered,
-        list_transform($cutoffs::INTEGER[],
-                       lambda c: len(list_filter(chunk_ranks, lambda r: r <= least(c, k))))
-            AS served
-    FROM score_window
-    WHERE status = 'scored'
-)
 SELECT
-    request_id, 'ids', $cutoffs::INTEGER[],
-    list_transform(covered, lambda n: n / needed),
-    list_transform(covered, lambda n, i: n / nullif(served[i], 0)),
-    list_transform(covered, lambda n: n > 0)
-FROM counts;
+    request_id, 'ids', len(gold_chunk_ids), $cutoffs::INTEGER[],
+    list_transform($cutoffs::INTEGER[],
+                   lambda c: len(list_filter(gold_ranks, lambda r: r <= least(c, k)))),
+    CASE
+        -- the common case, ranks 1..n, needs no counting
+        WHEN chunk_ranks = range(1, len(chunk_ranks) + 1)::INTEGER[]
+            THEN list_transform($cutoffs::INTEGER[], lambda c: least(c, k, len(chunk_ranks)))
+        ELSE list_transform($cutoffs::INTEGER[],
+                            lambda c: len(list_filter(chunk_ranks, lambda r: r <= least(c, k))))
+    END
+FROM score_window
+WHERE status = 'scored';
 
 INSERT INTO miss_causes
 WITH missing AS (

@@ -78,7 +78,8 @@ def test_missing_input_is_one_sentence_not_a_traceback(tmp_path):
         capture_output=True, text=True, check=False)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert result.stderr.strip() == f"recallwatch: error: no such file or directory: {tmp_path / 'nope'}"
+    expected = f"recallwatch: error: no such file or directory: {tmp_path / 'nope'}"
+    assert result.stderr.strip() == expected
 
 
 def test_score_without_gold_set_says_what_to_do(tmp_path, run_cli):

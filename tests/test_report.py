@@ -224,18 +224,16 @@ def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
                 at_k[(rid, cutoff)] = hit / needed
             # The served k caps every cutoff: candidates beyond k never count.
             cutoff_rows.append({
-                "request_id": rid, "route": "ids", "cutoffs": list(CUTOFFS),
-                "recalls": [h / needed for h in hits],
-                "precisions": [h / min(c, SERVED_K) for h, c in zip(hits, CUTOFFS, strict=True)],
-                "hits": [h > 0 for h in hits],
+                "request_id": rid, "route": "ids", "needed": needed, "cutoffs": list(CUTOFFS),
+                "covered": hits, "served": [min(c, SERVED_K) for c in CUTOFFS],
             })
             if j % 3 == 0:  # a second route: must never leak into the ids report
                 scores.append({**scores[-1], "route": "passages", "recall": 0.123,
                                "covered": None, "full_coverage": False})
                 cutoff_rows.append({
-                    "request_id": rid, "route": "passages", "cutoffs": list(CUTOFFS),
-                    "recalls": [0.123] * len(CUTOFFS), "precisions": [0.1] * len(CUTOFFS),
-                    "hits": [True] * len(CUTOFFS),
+                    "request_id": rid, "route": "passages", "needed": 1000,
+                    "cutoffs": list(CUTOFFS), "covered": [123] * len(CUTOFFS),
+                    "served": [1230] * len(CUTOFFS),
                 })
             if gv == GOLD:
                 wh.scored += 1
