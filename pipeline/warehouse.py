@@ -19,6 +19,7 @@ from pipeline.errors import RecallwatchError
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 DEFAULT_WAREHOUSE = Path("warehouse") / "recallwatch.duckdb"
+DEFAULT_MEMORY_LIMIT = "2GB"
 
 PUBLIC_TABLES = ("request_scores", "recall_at_k", "window_metrics", "quarantine", "miss_causes")
 INTERNAL_TABLES = (
@@ -65,6 +66,16 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False):
             ) from None
         raise RecallwatchError(f"cannot open warehouse {target}: {exc}") from None
     con.execute("SET TimeZone = 'UTC'")
+    # DuckDB would take 80% of the machine; a bounded share spills to disk instead, so the
+    # scheduler, the judge and other tasks keep their memory.
+    limit = os.environ.get("RECALLWATCH_MEMORY_LIMIT", DEFAULT_MEMORY_LIMIT)
+    try:
+        con.execute("SET memory_limit = $limit", {"limit": limit})
+    except duckdb.Error:
+        con.close()
+        raise RecallwatchError(
+            f"RECALLWATCH_MEMORY_LIMIT={limit!r} is not a memory size; use e.g. 2GB or 512MB."
+        ) from None
     if not read_only:
         con.execute(sql("schema"))
     con.create_function(

@@ -257,3 +257,15 @@ def test_a_window_that_fails_keeps_its_previous_rows(con, tmp_path, monkeypatch)
     else:
         raise AssertionError("the injected failure did not surface")
     assert {t: _rows(con, t) for t in before} == before
+
+
+def test_batched_and_per_window_scoring_agree(con, tmp_path):
+    records = [request(f"r-{d}-{i}", ["a", "x", "b"][: 1 + (i % 3)],
+                       ts=f"2026-11-0{d}T1{i}:00:00Z") for d in range(1, 5) for i in range(3)]
+    load(con, tmp_path, [golden("g-1", ["a", "b"])], records)
+    together = {t: _rows(con, t) for t in ("request_scores", "request_cutoffs", "miss_causes")}
+    for table in together:
+        con.execute(f'DELETE FROM "{table}"')
+    summary = score(con, batch_requests=1)  # every day window in its own transaction
+    assert len(summary.windows) == 4
+    assert {t: _rows(con, t) for t in together} == together
