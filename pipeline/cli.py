@@ -65,7 +65,10 @@ def _progress():
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    stream = sys.stderr if stderr else sys.stdout
+    # a pipe or a log file gets a fixed width, so tables are not squeezed to 80 columns
+    return Console(stderr=stderr, highlight=False,
+                   width=None if stream.isatty() else 110)
 
 
 def _connect(args, read_only: bool = False):
@@ -74,13 +77,18 @@ def _connect(args, read_only: bool = False):
     return connect(args.warehouse, read_only=read_only)
 
 
-def _print_ingest(summary) -> None:
+def _print_ingest(summary, *, every_file: bool = True) -> None:
+    """One line per file (or, for long lists, only the files with quarantined records), then
+    the totals."""
+    skipped = [f for f in summary.files if f.skipped]
     for f in summary.files:
-        state = "unchanged, skipped" if f.skipped else (
-            f"read {f.read}, loaded {f.loaded}, quarantined {f.quarantined}")
-        print(f"{f.source}: {state}")
-    print(f"total: read {summary.read}, loaded {summary.loaded}, "
-          f"quarantined {summary.quarantined} (new files only)")
+        if f.skipped:
+            if every_file:
+                print(f"{f.source}: unchanged, skipped")
+        elif every_file or f.quarantined:
+            print(f"{f.source}: read {f.read}, loaded {f.loaded}, quarantined {f.quarantined}")
+    print(f"{len(summary.files) - len(skipped)} file(s) ingested, {len(skipped)} unchanged: "
+          f"read {summary.read}, loaded {summary.loaded}, quarantined {summary.quarantined}")
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -175,7 +183,7 @@ def cmd_run(args) -> None:
                       pass_mark=args.pass_mark,
                       report_dir=Path(args.out) if args.out else None, progress=progress)
         if summary.ingest:
-            _print_ingest(summary.ingest)
+            _print_ingest(summary.ingest, every_file=len(summary.ingest.files) <= 10)
         print(f"scored and aggregated {len(summary.days_scored)} day window(s)")
         _print_summary_table(con)
     if summary.report:
@@ -195,7 +203,7 @@ def cmd_demo(args) -> None:
             gold_version=world.gold_version,
             index=[(str(path), version) for version, path in world.index_manifests.items()],
             report_dir=Path(args.out), progress=progress)
-        _print_ingest(summary.ingest)
+        _print_ingest(summary.ingest, every_file=False)
         _print_summary_table(con)
     print(f"\nwarehouse: {Path(con_path(args)).resolve()}")
     print(f"report: {summary.report.resolve()}")
@@ -212,29 +220,34 @@ def _print_summary_table(con) -> None:
     lowest day — the shape of drift at a glance."""
     from rich.table import Table
 
+    from pipeline.report import default_k
+
+    k, _ = default_k(con, "ids")
+    if k is None:
+        print("no scored windows yet.")
+        return
     rows = con.execute("""
         WITH days AS (
             SELECT window_start, k, n, mean_recall, ci_low, ci_high, gold_version,
                    index_versions[1] AS index_version, max_index_size
             FROM window_metrics
             WHERE grain = 'day' AND slice = 'all' AND route = 'ids'
-              AND len(index_versions) = 1
-              AND k = (SELECT coalesce(max(k) FILTER (WHERE k <= 10), min(k))
-                       FROM window_metrics WHERE route = 'ids')
+              AND len(index_versions) = 1 AND k = $k
         )
         SELECT index_version, k, gold_version, count(*) AS days, sum(n) AS n,
                arg_min(mean_recall, window_start) AS first_recall,
                arg_max(mean_recall, window_start) AS last_recall,
                min(mean_recall) AS lowest, max(max_index_size) AS index_size
         FROM days GROUP BY ALL ORDER BY min(window_start)
-    """).fetchall()
+    """, {"k": k}).fetchall()
     if not rows:
         print("no scored windows yet.")
         return
-    table = Table(title="mean recall per day, slice all, route ids")
+    table = Table(title=f"mean recall@{k} per day (served k), slice all, route ids")
     for name in ("index version", "k", "gold version", "days", "n", "first day", "last day",
                  "lowest day", "max index size"):
-        table.add_column(name, justify="left" if name.endswith("version") else "right")
+        table.add_column(name, justify="left" if name.endswith("version") else "right",
+                         no_wrap=True)
     for version, k, gold, days, n, first, last, lowest, size in rows:
         table.add_row(version, str(k), gold, str(days), str(n), f"{first:.3f}", f"{last:.3f}",
                       f"{lowest:.3f}", f"{size or 0:,}")
@@ -250,21 +263,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warehouse", default=None, metavar="PATH",
                         help="DuckDB file (default: $RECALLWATCH_WAREHOUSE or "
                              "./warehouse/recallwatch.duckdb)")
+    # --warehouse is also accepted after the command (recallwatch score --warehouse w.duckdb)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--warehouse", default=argparse.SUPPRESS, metavar="PATH",
+                        help="DuckDB file (default: $RECALLWATCH_WAREHOUSE or "
+                             "./warehouse/recallwatch.duckdb)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    ingest = sub.add_parser("ingest", help="load logs, a gold set or an index manifest")
+    def command(subparsers, name: str, **kwargs) -> argparse.ArgumentParser:
+        return subparsers.add_parser(name, parents=[common], **kwargs)
+
+    ingest = command(sub, "ingest", help="load logs, a gold set or an index manifest")
     ingest_sub = ingest.add_subparsers(dest="what", required=True, metavar="WHAT")
-    p = ingest_sub.add_parser("logs", help="request logs: JSONL[.gz] or Parquet files, "
+    p = command(ingest_sub, "logs", help="request logs: JSONL[.gz] or Parquet files, "
                                            "directories (hive partitions) or globs")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--max-record-bytes", type=int, default=8 * 1024 * 1024,
                    help="longer lines are quarantined (default 8 MiB)")
     p.set_defaults(func=cmd_ingest_logs)
-    p = ingest_sub.add_parser("gold", help="a gold set (JSONL, CSV or Parquet) as one version")
+    p = command(ingest_sub, "gold", help="a gold set (JSONL, CSV or Parquet) as one version")
     p.add_argument("path")
     p.add_argument("--version", required=True, help="gold-set version, e.g. gold-2026-11")
     p.set_defaults(func=cmd_ingest_gold)
-    p = ingest_sub.add_parser("index", help="the chunk manifest of one index version")
+    p = command(ingest_sub, "index", help="the chunk manifest of one index version")
     p.add_argument("path")
     p.add_argument("--version", required=True, help="index version, e.g. idx-2026-10-28")
     p.set_defaults(func=cmd_ingest_index)
@@ -273,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--start", type=_when, help=f"first instant to {what} (UTC, inclusive)")
         p.add_argument("--end", type=_when, help=f"end of the window to {what} (UTC, exclusive)")
 
-    p = sub.add_parser("score", help="score context recall per request (route ids)")
+    p = command(sub, "score", help="score context recall per request (route ids)")
     window_args(p, "score")
     p.add_argument("--cutoffs", default=DEFAULT_CUTOFFS_TEXT,
                    help=f"recall@k cutoffs (default {DEFAULT_CUTOFFS_TEXT})")
@@ -282,25 +303,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gold-version", help="gold-set version (default: the last loaded)")
     p.set_defaults(func=cmd_score)
 
-    p = sub.add_parser("aggregate", help="window metrics with intervals, per slice")
+    p = command(sub, "aggregate", help="window metrics with intervals, per slice")
     p.add_argument("--window", choices=("day", "hour"), default="day")
     window_args(p, "aggregate")
     p.add_argument("--pass-mark", type=_unit, default=None,
                    help="default: the pass mark of the last score run")
     p.set_defaults(func=cmd_aggregate)
 
-    p = sub.add_parser("report", help="write the self-contained HTML report")
+    p = command(sub, "report", help="write the self-contained HTML report")
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--k", type=int, help="cutoff for the headline figures (default: served k)")
     p.add_argument("--gold-version", help="default: the last loaded")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("export", help="write a table to .csv, .parquet or .jsonl")
+    p = command(sub, "export", help="write a table to .csv, .parquet or .jsonl")
     p.add_argument("table")
     p.add_argument("file")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("run", help="all steps for new data: ingest, score, aggregate, report")
+    p = command(sub, "run", help="all steps for new data: ingest, score, aggregate, report")
     p.add_argument("--logs", nargs="+", metavar="PATH", help="log files/directories/globs")
     p.add_argument("--gold", metavar="PATH", help="gold set to load first")
     p.add_argument("--gold-version")
@@ -312,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="report directory (default reports/latest)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("demo", help="generate the demo world and run everything on it")
+    p = command(sub, "demo", help="generate the demo world and run everything on it")
     p.add_argument("--dir", default="demo-world", help="where the demo world is written")
     p.add_argument("--out", default="reports/demo", help="report directory")
     p.add_argument("--seed", type=int, default=7)

@@ -70,10 +70,10 @@ def write_report(
     _require_tables(con)
     gold_choice = "given"
     if gold_version is None:
-        gold_version, gold_choice = _default_gold_version(con, route)
+        gold_version, gold_choice = default_gold_version(con, route)
     k_choice = "given"
     if k is None:
-        k, k_choice = _default_k(con, route)
+        k, k_choice = default_k(con, route)
     scope = Scope(route=route, k=k, gold_version=gold_version)
 
     summary = _summary(con, scope)
@@ -157,7 +157,8 @@ def _require_tables(con: duckdb.DuckDBPyConnection) -> None:
         )
 
 
-def _default_gold_version(con, route: str) -> tuple[str | None, str]:
+def default_gold_version(con, route: str) -> tuple[str | None, str]:
+    """The gold set a report shows when none is asked for, and why it was chosen."""
     if "gold_versions" in _tables(con):
         newest = _scalar(
             con, "SELECT gold_version FROM gold_versions ORDER BY seq DESC, gold_version LIMIT 1"
@@ -187,7 +188,8 @@ def _default_gold_version(con, route: str) -> tuple[str | None, str]:
     return None, "no gold set loaded"
 
 
-def _default_k(con, route: str) -> tuple[int | None, str]:
+def default_k(con, route: str) -> tuple[int | None, str]:
+    """The headline cutoff when none is asked for (the most common served k), and why."""
     served = _scalar(
         con,
         """

@@ -1,0 +1,46 @@
+# recallwatch: `make demo` runs the pipeline on a generated demo world; `make test` runs the
+# whole suite. Both create the virtualenv (.venv) and install what they need.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv demo test test-fast bench lint browser clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: venv
+	$(BIN)/recallwatch demo
+
+# Headless Chromium renders the report in the browser tests; install it where we may.
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing chromium for the report's browser tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "could not install chromium: the browser tests will be skipped"; \
+	  else \
+	    echo "chromium is not installed (apt-get install chromium): the browser tests will be skipped"; \
+	  fi; \
+	fi
+
+test: venv browser
+	$(BIN)/python -m pytest
+
+test-fast: venv
+	$(BIN)/python -m pytest -m "not slow and not browser"
+
+bench: venv
+	$(BIN)/python bench/score_ids.py
+
+lint: venv
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) warehouse demo-world reports bench/out .pytest_cache .ruff_cache .hypothesis
