@@ -77,16 +77,19 @@ def _connect(args, read_only: bool = False):
     return connect(args.warehouse, read_only=read_only)
 
 
+def _file_state(result) -> str:
+    if result.skipped:
+        return "unchanged, skipped"
+    return f"read {result.read}, loaded {result.loaded}, quarantined {result.quarantined}"
+
+
 def _print_ingest(summary, *, every_file: bool = True) -> None:
     """One line per file (or, for long lists, only the files with quarantined records), then
     the totals."""
     skipped = [f for f in summary.files if f.skipped]
     for f in summary.files:
-        if f.skipped:
-            if every_file:
-                print(f"{f.source}: unchanged, skipped")
-        elif every_file or f.quarantined:
-            print(f"{f.source}: read {f.read}, loaded {f.loaded}, quarantined {f.quarantined}")
+        if every_file or (f.quarantined and not f.skipped):
+            print(f"{f.source}: {_file_state(f)}")
     print(f"{len(summary.files) - len(skipped)} file(s) ingested, {len(skipped)} unchanged: "
           f"read {summary.read}, loaded {summary.loaded}, quarantined {summary.quarantined}")
 
@@ -106,20 +109,16 @@ def cmd_ingest_gold(args) -> None:
     from pipeline.ingest import ingest_gold
 
     with _connect(args) as con:
-        f = ingest_gold(con, args.path, args.version)
-    state = "unchanged, skipped" if f.skipped else (
-        f"read {f.read}, loaded {f.loaded}, quarantined {f.quarantined}")
-    print(f"gold {args.version} from {f.source}: {state}")
+        result = ingest_gold(con, args.path, args.version)
+    print(f"gold {args.version} from {result.source}: {_file_state(result)}")
 
 
 def cmd_ingest_index(args) -> None:
     from pipeline.ingest import ingest_index
 
     with _connect(args) as con:
-        f = ingest_index(con, args.path, args.version)
-    state = "unchanged, skipped" if f.skipped else (
-        f"read {f.read}, loaded {f.loaded}, quarantined {f.quarantined}")
-    print(f"index {args.version} from {f.source}: {state}")
+        result = ingest_index(con, args.path, args.version)
+    print(f"index {args.version} from {result.source}: {_file_state(result)}")
 
 
 def cmd_score(args) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -29,7 +30,7 @@ from pipeline.warehouse import normalize_text, quote_identifier, run_script, tra
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 RAW_LIMIT = 65536
 _BATCH_LINES = 50_000
-LOG_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".json.gz", ".parquet")
+LOG_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet")
 GOLD_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".json", ".csv", ".parquet")
 
 Progress = Callable[[str, int, int], None]
@@ -138,7 +139,7 @@ def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RE
     results = []
     for done, path in enumerate(files):
         if progress:
-            progress(f"ingest {path.name}", done, len(files))
+            progress(f"ingest {path.parent.name}/{path.name}", done, len(files))
         results.append(_ingest_log_file(con, path, max_record_bytes))
     if progress:
         progress("ingest", len(files), len(files))
@@ -187,8 +188,9 @@ def _ingest_log_file(con, path: Path, max_record_bytes: int) -> FileResult:
 
 
 def _stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
-    """Stage lines into stage_lines; undecodable/oversized lines go straight to stage_python
-    rejects, which stage_logs_jsonl.sql merges into stage_rejects."""
+    """Stage the lines of a JSONL file into stage_lines and run stage_logs_jsonl.sql; lines
+    that are not UTF-8 or are over the size limit never reach SQL and join stage_rejects
+    here."""
     con.execute("CREATE OR REPLACE TEMP TABLE stage_lines (line BIGINT, text VARCHAR)")
     rejects: list[tuple[int, str, str]] = []
     n_read = 0
@@ -537,8 +539,11 @@ def ingest_index(con, path: str, version: str) -> FileResult:
         _, read, ok, bad = previous[0]
         return FileResult(source, read, ok, bad, skipped=True)
     reader = _duckdb_reader(file)
-    columns = {row[0] for row in con.execute(
-        f"DESCRIBE SELECT * FROM {reader}", {"path": source}).fetchall()}
+    try:
+        columns = {row[0] for row in con.execute(
+            f"DESCRIBE SELECT * FROM {reader}", {"path": source}).fetchall()}
+    except duckdb.Error as exc:
+        raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
     if "chunk_id" not in columns:
         raise RecallwatchError(f"{file}: an index manifest needs a chunk_id column.")
     if not {"content_hash", "text"} & columns:
@@ -548,11 +553,14 @@ def ingest_index(con, path: str, version: str) -> FileResult:
             for c in ("index_version", "chunk_id", "content_hash", "text")}
     with transaction(con):
         run_script(con, "forget_source", {"source": source, "kind": "index"})
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE stage_index AS SELECT row_number() OVER () AS line, "
-            f"{pick['index_version']} AS index_version, {pick['chunk_id']} AS chunk_id, "
-            f"{pick['content_hash']} AS content_hash, {pick['text']} AS text FROM {reader}",
-            {"path": source})
+        try:
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE stage_index AS SELECT row_number() OVER () AS line,"
+                f" {pick['index_version']} AS index_version, {pick['chunk_id']} AS chunk_id, "
+                f"{pick['content_hash']} AS content_hash, {pick['text']} AS text FROM {reader}",
+                {"path": source})
+        except duckdb.Error as exc:
+            raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
         run_script(con, "load_index", {"source": source, "version": version})
         n_read, n_bad = con.execute(
             "SELECT (SELECT count(*) FROM stage_index), "

@@ -267,3 +267,10 @@ def test_warehouse_file_persists_between_connections(tmp_path):
     con.close()
     con = connect(path, read_only=True)
     assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == len(GOOD)
+
+
+def test_unreadable_index_manifest_is_one_clear_error(con, tmp_path):
+    (tmp_path / "m.jsonl").write_text('{"chunk_id": "a", "text": "A"}\n{broken\n')
+    with pytest.raises(RecallwatchError, match="cannot read the index manifest"):
+        ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
+    assert con.sql("SELECT count(*) FROM index_chunks").fetchall()[0][0] == 0
