@@ -34,7 +34,7 @@ QUARANTINE_TOP = 10
 RAW_PREVIEW_CHARS = 240
 MISSING_CHUNKS_SHOWN = 8
 MAX_VERSION_CURVES = 6
-KNOWN_CAUSES = ("not_in_index", "beyond_k", "not_retrieved", "unknown")
+KNOWN_CAUSES = ("not_in_index", "beyond_k", "not_retrieved")
 
 # Fixed colours: the browser test looks for MEAN_COLOR pixels, so keep it in sync with the test.
 MEAN_COLOR = "#1f5fbf"
@@ -47,7 +47,7 @@ AXIS_COLOR = "#9ca3af"
 SERIES_PALETTE = ("#e4572e", "#2a9d8f", "#7b4fa0", "#d9822b", "#4b5563", "#b8860b")
 CAUSE_COLORS = {
     "not_in_index": "#c0392b", "beyond_k": "#d9822b",
-    "not_retrieved": "#7b4fa0", "unknown": "#8a8f98",
+    "not_retrieved": "#7b4fa0",
 }
 
 

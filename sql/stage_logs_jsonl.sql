@@ -16,6 +16,10 @@ SELECT line, text, text::JSON AS j
 FROM stage_lines
 WHERE line NOT IN (SELECT line FROM stage_rejects);
 
+-- True when the json_type at `path` ('NULL' when absent or null) is one of `kinds`.
+CREATE OR REPLACE TEMP MACRO json_kind_in(doc, path, kinds) AS
+    list_contains(kinds, coalesce(json_type(doc, path), 'NULL'));
+
 -- One logged chunk as the staging struct; type problems become item_error, judged later.
 CREATE OR REPLACE TEMP MACRO json_item(x, step_no, pos) AS {
     'step': step_no::INTEGER,
@@ -28,13 +32,13 @@ CREATE OR REPLACE TEMP MACRO json_item(x, step_no, pos) AS {
     'text': CASE WHEN json_type(x) = 'OBJECT' THEN json_extract_string(x, '$.text') END,
     'item_error': CASE
         WHEN json_type(x) <> 'OBJECT' THEN 'is not an object'
-        WHEN coalesce(json_type(x, '$.chunk_id'), 'NULL') NOT IN ('VARCHAR', 'BIGINT', 'UBIGINT', 'NULL')
+        WHEN NOT json_kind_in(x, '$.chunk_id', ['VARCHAR', 'BIGINT', 'UBIGINT', 'NULL'])
             THEN 'has a chunk_id that is not a string'
-        WHEN coalesce(json_type(x, '$.rank'), 'NULL') NOT IN ('BIGINT', 'UBIGINT', 'DOUBLE', 'NULL')
+        WHEN NOT json_kind_in(x, '$.rank', ['BIGINT', 'UBIGINT', 'DOUBLE', 'NULL'])
             THEN 'has a rank that is not an integer'
-        WHEN coalesce(json_type(x, '$.score'), 'NULL') NOT IN ('BIGINT', 'UBIGINT', 'DOUBLE', 'NULL')
+        WHEN NOT json_kind_in(x, '$.score', ['BIGINT', 'UBIGINT', 'DOUBLE', 'NULL'])
             THEN 'has a score that is not a number'
-        WHEN coalesce(json_type(x, '$.text'), 'NULL') NOT IN ('VARCHAR', 'NULL')
+        WHEN NOT json_kind_in(x, '$.text', ['VARCHAR', 'NULL'])
             THEN 'has a text that is not a string'
     END
 };
@@ -65,25 +69,25 @@ SELECT
     line,
     text AS raw,
     CASE
-        WHEN coalesce(json_type(j, '$.request_id'), 'NULL') NOT IN ('VARCHAR', 'BIGINT', 'UBIGINT', 'NULL')
+        WHEN NOT json_kind_in(j, '$.request_id', ['VARCHAR', 'BIGINT', 'UBIGINT', 'NULL'])
             THEN 'request_id is not a string'
-        WHEN coalesce(json_type(j, '$.timestamp'), 'NULL') NOT IN ('VARCHAR', 'NULL')
+        WHEN NOT json_kind_in(j, '$.timestamp', ['VARCHAR', 'NULL'])
             THEN 'bad timestamp: not an ISO-8601 string'
-        WHEN coalesce(json_type(j, '$.query'), 'NULL') NOT IN ('VARCHAR', 'NULL')
+        WHEN NOT json_kind_in(j, '$.query', ['VARCHAR', 'NULL'])
             THEN 'query is not a string'
-        WHEN coalesce(json_type(j, '$.gold_id'), 'NULL') NOT IN ('VARCHAR', 'BIGINT', 'UBIGINT', 'NULL')
+        WHEN NOT json_kind_in(j, '$.gold_id', ['VARCHAR', 'BIGINT', 'UBIGINT', 'NULL'])
             THEN 'gold_id is not a string'
-        WHEN coalesce(json_type(j, '$.index_version'), 'NULL') NOT IN ('VARCHAR', 'BIGINT', 'UBIGINT', 'NULL')
+        WHEN NOT json_kind_in(j, '$.index_version', ['VARCHAR', 'BIGINT', 'UBIGINT', 'NULL'])
             THEN 'index_version is not a string'
-        WHEN coalesce(json_type(j, '$.session_id'), 'NULL') NOT IN ('VARCHAR', 'BIGINT', 'UBIGINT', 'NULL')
+        WHEN NOT json_kind_in(j, '$.session_id', ['VARCHAR', 'BIGINT', 'UBIGINT', 'NULL'])
             THEN 'session_id is not a string'
-        WHEN coalesce(json_type(j, '$.index_size'), 'NULL') NOT IN ('BIGINT', 'UBIGINT', 'NULL')
+        WHEN NOT json_kind_in(j, '$.index_size', ['BIGINT', 'UBIGINT', 'NULL'])
             THEN 'index_size must be a non-negative integer'
-        WHEN coalesce(json_type(j, '$.k'), 'NULL') NOT IN ('BIGINT', 'UBIGINT', 'NULL')
+        WHEN NOT json_kind_in(j, '$.k', ['BIGINT', 'UBIGINT', 'NULL'])
             THEN 'k must be a non-negative integer'
-        WHEN coalesce(json_type(j, '$.turn'), 'NULL') NOT IN ('BIGINT', 'UBIGINT', 'NULL')
+        WHEN NOT json_kind_in(j, '$.turn', ['BIGINT', 'UBIGINT', 'NULL'])
             THEN 'turn must be an integer'
-        WHEN coalesce(json_type(j, '$.tags'), 'NULL') NOT IN ('OBJECT', 'NULL')
+        WHEN NOT json_kind_in(j, '$.tags', ['OBJECT', 'NULL'])
             THEN 'tags is not an object'
     END AS type_error,
     json_extract_string(j, '$.request_id') AS request_id,
