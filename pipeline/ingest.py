@@ -16,6 +16,7 @@ import gzip
 import hashlib
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,8 +127,48 @@ def read_json_lines(path: Path, max_record_bytes: int) -> Iterator[tuple[int, st
                     yield number, None, f"not valid UTF-8 (byte {exc.start})", raw
                     continue
                 yield number, text.rstrip("\r\n"), None, None
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise RecallwatchError(f"{path}: cannot read ({exc}).") from None
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise RecallwatchError(
+            f"{path}: cannot read this file ({exc}); nothing from it was loaded. Fix or move it "
+            "and run again (the files before it were loaded)."
+        ) from None
+
+
+def _previous(con, kind: str, source: str, version: str | None):
+    """(content_hash, options, n_read, n_loaded, n_quarantined) of the last ingest, or None."""
+    rows = con.execute(
+        "SELECT content_hash, options, n_read, n_loaded, n_quarantined FROM ingest_files "
+        "WHERE kind = $kind AND source = $source AND version IS NOT DISTINCT FROM $version",
+        {"kind": kind, "source": source, "version": version}).fetchall()
+    return rows[0] if rows else None
+
+
+def _unchanged(previous, source: str, digest: str, options: str) -> FileResult | None:
+    if previous and previous[0] == digest and previous[1] == options:
+        _, _, n_read, n_loaded, n_quarantined = previous
+        return FileResult(source, n_read, n_loaded, n_quarantined, skipped=True)
+    return None
+
+
+def _record_file(con, kind: str, source: str, version: str | None, digest: str, options: str,
+                 n_read: int, n_loaded: int, n_quarantined: int) -> FileResult:
+    if n_read != n_loaded + n_quarantined:
+        raise RuntimeError(f"{source}: read {n_read} != loaded {n_loaded} + quarantined "
+                           f"{n_quarantined}; nothing from this file was kept")
+    con.execute(
+        "INSERT INTO ingest_files (kind, source, version, content_hash, options, n_read, "
+        "n_loaded, n_quarantined) VALUES ($kind, $source, $version, $hash, $options, $read, "
+        "$loaded, $quarantined)",
+        {"kind": kind, "source": source, "version": version, "hash": digest, "options": options,
+         "read": n_read, "loaded": n_loaded, "quarantined": n_quarantined})
+    return FileResult(source, n_read, n_loaded, n_quarantined)
+
+
+def _quarantined(con, kind: str, source: str, version: str | None) -> int:
+    return con.execute(
+        "SELECT count(*) FROM quarantine WHERE kind = $kind AND source = $source "
+        "AND version IS NOT DISTINCT FROM $version",
+        {"kind": kind, "source": source, "version": version}).fetchall()[0][0]
 
 
 # ---------------------------------------------------------------------------------- logs
@@ -149,42 +190,35 @@ def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RE
 def _ingest_log_file(con, path: Path, max_record_bytes: int) -> FileResult:
     source = str(path)
     digest = file_hash(path)
-    previous = con.execute(
-        "SELECT content_hash, n_read, n_loaded, n_quarantined FROM ingest_files "
-        "WHERE kind = 'logs' AND source = $source", {"source": source}).fetchall()
-    if previous and previous[0][0] == digest:
-        _, n_read, n_loaded, n_quarantined = previous[0]
-        return FileResult(source, n_read, n_loaded, n_quarantined, skipped=True)
-
+    # the size limit changes which lines load, so a new limit re-reads the file
+    options = f"max_record_bytes={max_record_bytes}"
+    previous = _previous(con, "logs", source, None)
+    unchanged = _unchanged(previous, source, digest, options)
+    if unchanged:
+        return unchanged
+    params = {"source": source, "kind": "logs", "version": None}
     with transaction(con):
         if previous:
-            run_script(con, "forget_source", {"source": source, "kind": "logs"})
-        if path.name.lower().endswith(".parquet"):
-            n_read = _stage_parquet(con, path)
-        else:
-            n_read = _stage_jsonl(con, path, max_record_bytes)
+            run_script(con, "forget_source", params)
+        try:
+            if path.name.lower().endswith(".parquet"):
+                n_read = _stage_parquet(con, path)
+            else:
+                n_read = _stage_jsonl(con, path, max_record_bytes)
+        except duckdb.Error as exc:
+            raise RecallwatchError(
+                f"{path}: cannot read this file ({exc}); nothing from it was loaded. Fix or "
+                "move it and run again (the files before it were loaded)."
+            ) from None
         run_script(con, "validate_logs")
-        run_script(con, "load_logs", {"source": source, "kind": "logs"})
+        run_script(con, "load_logs", params)
         if path.name.lower().endswith(".parquet"):
             run_script(con, "fill_parquet_raw", {"source": source, "path": source})
-        n_quarantined = con.execute(
-            "SELECT count(*) FROM quarantine WHERE kind = 'logs' AND source = $source",
-            {"source": source}).fetchall()[0][0]
-        n_loaded = n_read - n_quarantined
-        n_inserted, n_redelivered = con.execute(
-            "SELECT count(*) FILTER (WHERE insert_it), count(*) FILTER (WHERE NOT insert_it "
-            "AND reason IS NULL) FROM stage_outcome").fetchall()[0]
-        if n_inserted + n_redelivered != n_loaded:
-            raise RuntimeError(
-                f"{source}: counts do not reconcile (read {n_read}, quarantined {n_quarantined}, "
-                f"inserted {n_inserted}, re-delivered {n_redelivered})"
-            )
-        con.execute(
-            "INSERT INTO ingest_files "
-            "VALUES ('logs', $source, $hash, $read, $loaded, $quarantined)",
-            {"source": source, "hash": digest, "read": n_read, "loaded": n_loaded,
-             "quarantined": n_quarantined})
-    return FileResult(source, n_read, n_loaded, n_quarantined)
+        n_quarantined = _quarantined(con, "logs", source, None)
+        (n_loaded,) = con.execute(
+            "SELECT count(*) FROM stage_outcome WHERE reason IS NULL").fetchall()[0]
+        return _record_file(con, "logs", source, None, digest, options, n_read, n_loaded,
+                            n_quarantined)
 
 
 def _stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
@@ -455,11 +489,9 @@ def ingest_gold(con, path: str, version: str) -> FileResult:
     loaded = con.execute("SELECT content_hash, source FROM gold_versions WHERE gold_version = $v",
                          {"v": version}).fetchall()
     if loaded:
-        if loaded[0][0] == digest:
-            n = con.execute("SELECT n_read, n_loaded, n_quarantined FROM ingest_files "
-                            "WHERE kind = 'gold' AND source = $s", {"s": source}).fetchall()
-            read, ok, bad = n[0] if n else (0, 0, 0)
-            return FileResult(source, read, ok, bad, skipped=True)
+        unchanged = _unchanged(_previous(con, "gold", source, version), source, digest, "")
+        if loaded[0][0] == digest and unchanged:
+            return unchanged
         raise RecallwatchError(
             f"gold version {version!r} is already loaded from {loaded[0][1]} with different "
             "content; load the new gold set under a new --version."
@@ -493,18 +525,16 @@ def ingest_gold(con, path: str, version: str) -> FileResult:
         **{f: pa.array([r[f] for r in rows], pa.list_(pa.string())) for f in _GOLD_LISTS},
     })
     with transaction(con):
-        run_script(con, "forget_source", {"source": source, "kind": "gold"})
+        run_script(con, "forget_source", {"source": source, "kind": "gold", "version": version})
         con.register("gold_batch", table)
         con.execute("INSERT INTO goldens SELECT * FROM gold_batch")
         con.unregister("gold_batch")
-        _quarantine_rows(con, "gold", source, bad)
+        _quarantine_rows(con, "gold", source, version, bad)
         con.execute(
             "INSERT INTO gold_versions SELECT $v, coalesce(max(seq), 0) + 1, $s, $h, $n "
             "FROM gold_versions", {"v": version, "s": source, "h": digest, "n": len(rows)})
-        con.execute(
-            "INSERT INTO ingest_files VALUES ('gold', $s, $h, $read, $ok, $bad)",
-            {"s": source, "h": digest, "read": n_read, "ok": n_read - len(bad), "bad": len(bad)})
-    return FileResult(source, n_read, n_read - len(bad), len(bad))
+        return _record_file(con, "gold", source, version, digest, "", n_read,
+                            n_read - len(bad), len(bad))
 
 
 def _single_file(path: str, suffixes: tuple[str, ...]) -> list[Path]:
@@ -514,13 +544,15 @@ def _single_file(path: str, suffixes: tuple[str, ...]) -> list[Path]:
     return files
 
 
-def _quarantine_rows(con, kind: str, source: str, rows: list[tuple[int, str, str]]) -> None:
+def _quarantine_rows(con, kind: str, source: str, version: str | None,
+                     rows: list[tuple[int, str, str]]) -> None:
     if not rows:
         return
     con.executemany(
-        "INSERT INTO quarantine VALUES ($kind, $source, $line, $reason, $raw)",
-        [{"kind": kind, "source": source, "line": line, "reason": reason, "raw": raw}
-         for line, reason, raw in rows])
+        "INSERT INTO quarantine (kind, version, source, line, reason, raw) "
+        "VALUES ($kind, $version, $source, $line, $reason, $raw)",
+        [{"kind": kind, "version": version, "source": source, "line": line, "reason": reason,
+          "raw": raw} for line, reason, raw in rows])
 
 
 # ---------------------------------------------------------------------------------- index
@@ -532,12 +564,9 @@ def ingest_index(con, path: str, version: str) -> FileResult:
         raise RecallwatchError("--version must name the index version (e.g. idx-2026-10-28).")
     (file,) = _single_file(path, GOLD_SUFFIXES)
     source, digest = str(file), file_hash(file)
-    previous = con.execute("SELECT content_hash, n_read, n_loaded, n_quarantined FROM "
-                           "ingest_files WHERE kind = 'index' AND source = $s",
-                           {"s": source}).fetchall()
-    if previous and previous[0][0] == digest:
-        _, read, ok, bad = previous[0]
-        return FileResult(source, read, ok, bad, skipped=True)
+    unchanged = _unchanged(_previous(con, "index", source, version), source, digest, "")
+    if unchanged:
+        return unchanged
     reader = _duckdb_reader(file)
     try:
         columns = {row[0] for row in con.execute(
@@ -552,7 +581,7 @@ def ingest_index(con, path: str, version: str) -> FileResult:
     pick = {c: (f"CAST({q(c)} AS VARCHAR)" if c in columns else "NULL::VARCHAR")
             for c in ("index_version", "chunk_id", "content_hash", "text")}
     with transaction(con):
-        run_script(con, "forget_source", {"source": source, "kind": "index"})
+        run_script(con, "forget_source", {"source": source, "kind": "index", "version": version})
         try:
             con.execute(
                 "CREATE OR REPLACE TEMP TABLE stage_index AS SELECT row_number() OVER () AS line,"
@@ -562,14 +591,10 @@ def ingest_index(con, path: str, version: str) -> FileResult:
         except duckdb.Error as exc:
             raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
         run_script(con, "load_index", {"source": source, "version": version})
-        n_read, n_bad = con.execute(
-            "SELECT (SELECT count(*) FROM stage_index), "
-            "(SELECT count(*) FROM quarantine WHERE kind = 'index' AND source = $s)",
-            {"s": source}).fetchall()[0]
-        con.execute("INSERT INTO ingest_files VALUES ('index', $s, $h, $read, $ok, $bad)",
-                    {"s": source, "h": digest, "read": n_read, "ok": n_read - n_bad,
-                     "bad": n_bad})
-    return FileResult(source, n_read, n_read - n_bad, n_bad)
+        n_read = con.execute("SELECT count(*) FROM stage_index").fetchall()[0][0]
+        n_bad = _quarantined(con, "index", source, version)
+        return _record_file(con, "index", source, version, digest, "", n_read,
+                            n_read - n_bad, n_bad)
 
 
 def _duckdb_reader(file: Path) -> str:

@@ -5,8 +5,8 @@
 
 DELETE FROM index_chunks WHERE index_version = $version;
 
-INSERT INTO quarantine (kind, source, line, reason, raw)
-SELECT 'index', $source, line,
+INSERT INTO quarantine (kind, version, source, line, reason, raw)
+SELECT 'index', $version, $source, line,
        CASE
            WHEN chunk_id IS NULL OR trim(chunk_id) = '' THEN 'missing or null required field: chunk_id'
            WHEN index_version IS NOT NULL AND index_version <> $version
@@ -27,5 +27,6 @@ WHERE chunk_id IS NULL OR trim(chunk_id) = ''
 INSERT INTO index_chunks (index_version, chunk_id, content_hash, text)
 SELECT $version, chunk_id, any_value(coalesce(content_hash, sha256(text))), any_value(text)
 FROM stage_index
-WHERE line NOT IN (SELECT line FROM quarantine WHERE kind = 'index' AND source = $source)
+WHERE line NOT IN (SELECT line FROM quarantine
+                   WHERE kind = 'index' AND source = $source AND version = $version)
 GROUP BY chunk_id;

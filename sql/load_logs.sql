@@ -1,6 +1,7 @@
 -- load_logs: move one validated log file from staging into the warehouse.
--- Grain: requests one row per request_id; quarantine one row per record that cannot be
--- loaded. Input: stage_rejects, stage_checked. Parameters: $source (the file), $kind ('logs').
+-- Grain: requests one row per request_id; request_copies one row per identical re-delivery;
+-- quarantine one row per record that cannot be loaded. Input: stage_rejects, stage_checked.
+-- Parameters: $source (the file), $kind ('logs').
 -- Identical re-deliveries of a request load once; a request_id seen with two different
 -- contents is a conflict: every copy in this file is quarantined, and a copy that contradicts
 -- an already-loaded request is quarantined while the loaded one stays.
@@ -59,6 +60,9 @@ UNION ALL
 SELECT $kind, $source, o.line, o.reason, left(c.raw, 65536)
 FROM stage_outcome o JOIN stage_checked c USING (line)
 WHERE o.reason IS NOT NULL;
+
+INSERT INTO request_copies (request_id, source, line)
+SELECT request_id, $source, line FROM stage_outcome WHERE reason IS NULL AND NOT insert_it;
 
 INSERT INTO requests
 WITH ranked AS (

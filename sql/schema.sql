@@ -3,11 +3,14 @@
 -- Public tables (documented in README): request_scores, recall_at_k, window_metrics,
 -- quarantine, miss_causes. The others are internal and may change.
 
--- One row per input file ever ingested; a file whose content hash is unchanged is skipped.
+-- One row per input file (and version, for gold sets and manifests) ever ingested; a file
+-- whose content hash and options are unchanged is skipped.
 CREATE TABLE IF NOT EXISTS ingest_files (
     kind          VARCHAR NOT NULL,   -- logs | gold | index
     source        VARCHAR NOT NULL,   -- absolute path
+    version       VARCHAR,            -- gold-set or index version; NULL for logs
     content_hash  VARCHAR NOT NULL,
+    options       VARCHAR NOT NULL,   -- ingest options that change the outcome
     n_read        BIGINT  NOT NULL,   -- records read = n_loaded + n_quarantined
     n_loaded      BIGINT  NOT NULL,
     n_quarantined BIGINT  NOT NULL
@@ -34,6 +37,14 @@ CREATE TABLE IF NOT EXISTS requests (
     chunk_ranks   INTEGER[] NOT NULL,   -- best rank of each over all steps (same order)
     source        VARCHAR   NOT NULL,
     line          BIGINT    NOT NULL
+);
+
+-- Identical re-deliveries of a loaded request from other lines or files: not loaded again,
+-- kept so the request survives when the file that first delivered it changes.
+CREATE TABLE IF NOT EXISTS request_copies (
+    request_id VARCHAR NOT NULL,
+    source     VARCHAR NOT NULL,
+    line       BIGINT  NOT NULL
 );
 
 -- One row per golden per gold-set version.
@@ -67,11 +78,12 @@ CREATE TABLE IF NOT EXISTS index_chunks (
 
 -- Public. One row per input record that could not be loaded.
 CREATE TABLE IF NOT EXISTS quarantine (
-    kind   VARCHAR NOT NULL,   -- logs | gold | index
-    source VARCHAR NOT NULL,
-    line   BIGINT  NOT NULL,   -- 1-based line (JSONL/CSV) or row (Parquet)
-    reason VARCHAR NOT NULL,
-    raw    VARCHAR             -- the record as read (truncated to 64 KiB)
+    source  VARCHAR NOT NULL,   -- the file
+    line    BIGINT  NOT NULL,   -- 1-based line (JSONL/CSV) or row (Parquet)
+    reason  VARCHAR NOT NULL,
+    raw     VARCHAR,            -- the record as read (truncated to 64 KiB)
+    kind    VARCHAR NOT NULL,   -- logs | gold | index
+    version VARCHAR             -- gold-set or index version the file was loaded as
 );
 
 -- Public. One row per request and route.

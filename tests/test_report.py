@@ -253,14 +253,14 @@ def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
     ]
     files = [
         {"kind": "logs", "source": f"/data/logs/dt={day}/part-0.jsonl",
-         "content_hash": f"sha-{day}", "n_read": PER_DAY + q, "n_loaded": PER_DAY,
+         "content_hash": f"sha-{day}", "options": "", "n_read": PER_DAY + q, "n_loaded": PER_DAY,
          "n_quarantined": q}
         for day, q in zip(DAYS, (0, 3, 0, 0, 1, 0, 0, 0), strict=True)
     ] + [
         {"kind": "gold", "source": "/data/gold/gs-2026-11.jsonl", "content_hash": "sha-g",
-         "n_read": 14, "n_loaded": 13, "n_quarantined": 1},
+         "options": "", "n_read": 14, "n_loaded": 13, "n_quarantined": 1},
         {"kind": "index", "source": "/data/index/idx-v2.parquet", "content_hash": "sha-i",
-         "n_read": 40, "n_loaded": 40, "n_quarantined": 0},
+         "options": "", "n_read": 40, "n_loaded": 40, "n_quarantined": 0},
     ]
 
     con = duckdb.connect(str(path))
@@ -475,7 +475,8 @@ def test_empty_warehouse_writes_a_report_saying_nothing_is_scored(tmp_path, load
     if loaded:
         con.execute(
             "INSERT INTO gold_versions VALUES ('gs-1', 1, '/g.jsonl', 'h', 0);"
-            "INSERT INTO quarantine VALUES ('logs', '/l.jsonl', 1, 'invalid JSON', '{');"
+            "INSERT INTO quarantine (kind, source, line, reason, raw) "
+            "VALUES ('logs', '/l.jsonl', 1, 'invalid JSON', '{');"
         )
     text_path = write_report(con, tmp_path / "out")
     con.close()
