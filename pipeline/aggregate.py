@@ -34,6 +34,8 @@ class AggregateSummary:
 
 
 def _range(con, grain: str, start: datetime | None, end: datetime | None):
+    """[start, end) widened to whole windows of the grain: a window is always recomputed from
+    all of its requests, never from part of them."""
     if start is None or end is None:
         lo, hi = con.execute("SELECT date_trunc($g, min(timestamp)), date_trunc($g, max(timestamp))"
                              " FROM requests", {"g": grain}).fetchall()[0]
@@ -41,7 +43,12 @@ def _range(con, grain: str, start: datetime | None, end: datetime | None):
             return None, None
         start = start or lo
         end = end or hi + GRAINS[grain]
-    return start, end
+    if end <= start:
+        raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
+    floor_start, floor_end = con.execute(
+        "SELECT date_trunc($g, $start::TIMESTAMP), date_trunc($g, $end::TIMESTAMP)",
+        {"g": grain, "start": start, "end": end}).fetchall()[0]
+    return floor_start, (floor_end if floor_end == end else floor_end + GRAINS[grain])
 
 
 def aggregate(con, *, grain: str = "day", start: datetime | None = None,
@@ -60,7 +67,9 @@ def aggregate(con, *, grain: str = "day", start: datetime | None = None,
     params = {"start": start, "end": end, "grain": grain}
     with transaction(con):
         run_script(con, "window_slices", params)
-        run_script(con, "window_metrics", {"pass_mark": pass_mark})
+        run_script(con, "window_metrics", {
+            "pass_mark": pass_mark, "gold_version": setting(con, "gold_version", ""),
+            "cutoffs": [int(c) for c in setting(con, "cutoffs", "").split(",") if c]})
         if progress:
             progress(f"aggregate by {grain}", 1, 2)
         table = _with_intervals(con, grain, pass_mark, alpha)
@@ -86,6 +95,7 @@ def _with_intervals(con, grain: str, pass_mark: float, alpha: float) -> pa.Table
            for name in stats.column_names}
     n = col["n"].astype(float)
     mean = col["mean_recall"].astype(float)
+    n_or_nan = np.where(n > 0, n, np.nan)  # rates of an all-excluded window are undefined
     plain = clip_unit(t_interval(n, mean, col["var_recall"].astype(float), alpha))
     clustered = clip_unit(cluster_t_interval(
         n, col["n_clusters"].astype(float), mean * n, col["sum_cluster_sq"].astype(float),
@@ -116,10 +126,10 @@ def _with_intervals(con, grain: str, pass_mark: float, alpha: float) -> pa.Table
         "ci_method": pa.array(np.where(use_cluster, "cluster_t", "t").tolist(), pa.string()),
         "mean_precision": stats.column("mean_precision"),
         "pass_mark": pa.array([pass_mark] * stats.num_rows, pa.float64()),
-        "pass_rate": nullable(col["n_pass"] / n),
+        "pass_rate": nullable(col["n_pass"] / n_or_nan),
         "pass_ci_low": nullable(passes.low),
         "pass_ci_high": nullable(passes.high),
-        "full_coverage_rate": nullable(col["n_full"] / n),
+        "full_coverage_rate": nullable(col["n_full"] / n_or_nan),
         "fc_ci_low": nullable(full.low),
         "fc_ci_high": nullable(full.high),
         "index_versions": stats.column("index_versions"),

@@ -34,6 +34,16 @@ def _when(text: str) -> datetime:
     return value
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    return value
+
+
 def _unit(text: str) -> float:
     try:
         value = float(text)
@@ -277,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(ingest_sub, "logs", help="request logs: JSONL[.gz] or Parquet files, "
                                            "directories (hive partitions) or globs")
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--max-record-bytes", type=int, default=8 * 1024 * 1024,
+    p.add_argument("--max-record-bytes", type=_positive, default=8 * 1024 * 1024,
                    help="longer lines are quarantined (default 8 MiB)")
     p.set_defaults(func=cmd_ingest_logs)
     p = command(ingest_sub, "gold", help="a gold set (JSONL, CSV or Parquet) as one version")
@@ -311,7 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(sub, "report", help="write the self-contained HTML report")
     p.add_argument("--out", required=True, metavar="DIR")
-    p.add_argument("--k", type=int, help="cutoff for the headline figures (default: served k)")
+    p.add_argument("--k", type=_positive,
+                   help="cutoff for the headline figures (default: served k)")
     p.add_argument("--gold-version", help="default: the last loaded")
     p.set_defaults(func=cmd_report)
 

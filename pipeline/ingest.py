@@ -403,10 +403,16 @@ def _gold_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
         for number, row in enumerate(rows, start=1):
             yield number, row, None, json.dumps(row, default=str)[:RAW_LIMIT]
     elif name.endswith(".csv"):
-        with open(path, encoding="utf-8", errors="replace", newline="") as fh:
-            reader = csv.DictReader(fh)
-            for row in reader:
-                yield reader.line_num, row, None, json.dumps(row)[:RAW_LIMIT]
+        try:
+            with open(path, encoding="utf-8-sig", newline="") as fh:
+                reader = csv.DictReader(fh)
+                rows = [(reader.line_num, row) for row in reader]
+        except UnicodeDecodeError as exc:
+            raise RecallwatchError(
+                f"{path}: not valid UTF-8 (byte {exc.start}); save the gold set as UTF-8."
+            ) from None
+        for number, row in rows:
+            yield number, row, None, json.dumps(row)[:RAW_LIMIT]
     else:
         for number, text, reason, raw in read_json_lines(path, DEFAULT_MAX_RECORD_BYTES):
             if text is None:
@@ -424,12 +430,12 @@ def _gold_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
 
 
 def _as_id(value) -> str | None:
-    if value is None or isinstance(value, bool):
+    """An ID as the string it compares as (7 and "7" are one ID); the text is kept exactly as
+    logged, so gold and log IDs meet unchanged. Blank or non-scalar is no ID."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | str):
         return None
-    if isinstance(value, int | str):
-        text = str(value).strip()
-        return text or None
-    return None
+    text = str(value)
+    return text if text.strip() else None
 
 
 def _as_list(value, field: str) -> tuple[list[str] | None, str | None]:

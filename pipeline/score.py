@@ -20,6 +20,7 @@ DEFAULT_CUTOFFS = (1, 3, 5, 10, 20, 50, 100)
 DEFAULT_PASS_MARK = 0.7
 ROUTES = ("ids",)
 BATCH_REQUESTS = 5_000_000
+MAX_CUTOFF = 1_000_000
 
 Progress = Callable[[str, int, int], None]
 
@@ -39,8 +40,9 @@ def parse_cutoffs(text: str) -> tuple[int, ...]:
         raise RecallwatchError(
             f"--cutoffs {text!r} must be comma-separated positive integers, e.g. 1,3,5,10."
         ) from None
-    if not values or values[0] < 1:
-        raise RecallwatchError(f"--cutoffs {text!r} must be positive integers, e.g. 1,3,5,10.")
+    if not values or values[0] < 1 or values[-1] > MAX_CUTOFF:
+        raise RecallwatchError(
+            f"--cutoffs {text!r} must be integers from 1 to {MAX_CUTOFF}, e.g. 1,3,5,10.")
     return tuple(values)
 
 
@@ -54,17 +56,19 @@ def latest_gold_version(con) -> str:
     return rows[0][0]
 
 
-def day_windows(con, start: datetime | None, end: datetime | None,
-                table: str = "requests") -> list[tuple[datetime, datetime]]:
-    """UTC day windows covering [start, end), or every day that has requests when both are
-    None. A partial day at either end is clipped to the given bounds."""
+def day_windows(con, start: datetime | None,
+                end: datetime | None) -> list[tuple[datetime, datetime]]:
+    """UTC day windows covering [start, end); a partial day at either end is clipped to the
+    given bounds, and a day without requests is a window too (its stale scores go). Without
+    bounds: every day that has requests. With one bound: the days with requests on that side."""
     if start is None or end is None:
-        lo, hi = con.execute(
-            "SELECT min(timestamp), max(timestamp) FROM requests").fetchall()[0]
-        if lo is None:
-            return []
-        start = start or datetime.combine(lo.date(), datetime.min.time())
-        end = end or datetime.combine(hi.date(), datetime.min.time()) + timedelta(days=1)
+        days = [row[0] for row in con.execute(
+            "SELECT DISTINCT date_trunc('day', timestamp) AS day FROM requests "
+            "WHERE ($start IS NULL OR timestamp >= $start) AND ($end IS NULL OR timestamp < $end)"
+            " ORDER BY day", {"start": start, "end": end}).fetchall()]
+        one_day = timedelta(days=1)
+        return [(max(day, start) if start else day,
+                 min(day + one_day, end) if end else day + one_day) for day in days]
     if end <= start:
         raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
     windows = []
@@ -128,7 +132,8 @@ def score(con, *, start: datetime | None = None, end: datetime | None = None,
         raise RecallwatchError(f"gold version {gold_version!r} is not loaded.")
     windows = day_windows(con, start, end)
     with transaction(con):
-        save_settings(con, cutoffs=",".join(map(str, cutoffs)), pass_mark=pass_mark)
+        save_settings(con, cutoffs=",".join(map(str, cutoffs)), pass_mark=pass_mark,
+                      gold_version=gold_version)
     done = 0
     for batch in batches(con, windows, batch_requests):
         if progress:

@@ -1,6 +1,7 @@
 -- window_metrics: sufficient statistics of recall per window x slice x route x gold version x
 -- cutoff k, for the interval functions of pipeline/stats.py. Grain: one row per group in
--- agg_stats. Input: agg_requests (window_slices.sql). Parameters: $pass_mark.
+-- agg_stats. Input: agg_requests (window_slices.sql). Parameters: $pass_mark, and for windows
+-- with nothing scored $gold_version (last scored with) and $cutoffs.
 -- Cluster sums are per session (a request without one is its own cluster).
 
 CREATE OR REPLACE TEMP TABLE agg_stats AS
@@ -49,3 +50,22 @@ SELECT a.window_start, a.slice, s.route, count(*) AS n_excluded
 FROM agg_requests a
 JOIN request_scores s ON s.request_id = a.request_id AND s.status <> 'scored'
 GROUP BY ALL;
+
+-- A window and slice whose requests were all excluded still gets rows (n = 0, no means), so
+-- its excluded requests are counted: one per cutoff, under the gold version last scored with.
+INSERT INTO agg_stats BY NAME
+WITH empty AS (
+    SELECT e.window_start, e.slice, e.route
+    FROM agg_excluded e
+    ANTI JOIN agg_stats s USING (window_start, slice, route)
+)
+SELECT
+    e.window_start, e.slice, e.route, $gold_version AS gold_version,
+    unnest($cutoffs::INTEGER[]) AS k,
+    0 AS n, 0.0 AS var_recall, 0 AS n_pass, 0 AS n_full, false AS any_session,
+    list(DISTINCT a.index_version ORDER BY a.index_version) AS index_versions,
+    max(a.index_size) AS max_index_size,
+    0 AS n_clusters, 0.0 AS sum_cluster_sq, 0.0 AS sum_cluster_cross, 0 AS sum_size_sq
+FROM empty e
+JOIN agg_requests a USING (window_start, slice)
+GROUP BY e.window_start, e.slice, e.route;

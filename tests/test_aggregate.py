@@ -132,3 +132,52 @@ def test_single_request_window_has_no_mean_interval(con, tmp_path):
 def test_unknown_grain_is_a_clear_error(con):
     with pytest.raises(RecallwatchError, match="--window 'week'"):
         aggregate(con, grain="week")
+
+
+def small(con, tmp_path, records, goldens=None):
+    write_jsonl(tmp_path / "gold.jsonl", goldens or [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    score(con)
+    aggregate(con)
+
+
+def test_unaligned_bounds_recompute_whole_windows(con, tmp_path):
+    from datetime import datetime
+
+    small(con, tmp_path, [request("r-1", ["a", "b"], ts="2026-11-01T08:00:00Z"),
+                          request("r-2", [], ts="2026-11-01T16:00:00Z")])
+    before = snapshot(con)
+    aggregate(con, start=datetime(2026, 11, 1, 12), end=datetime(2026, 11, 2))
+    assert snapshot(con) == before
+    assert metrics(con, 5)["n"] == 2
+
+
+def test_window_with_only_excluded_requests_is_counted(con, tmp_path):
+    small(con, tmp_path, [
+        request("r-1", ["a"], ts="2026-11-01T08:00:00Z"),
+        request("r-2", ["a"], ts="2026-11-02T08:00:00Z", gold_id="g-404"),
+        request("r-3", ["a"], ts="2026-11-02T09:00:00Z", gold_id="g-2"),
+    ], goldens=[golden("g-1", ["a", "b"]), golden("g-2", [], question="q2")])
+    rows = con.sql("SELECT window_start::DATE::VARCHAR, n, n_excluded, mean_recall, ci_low, "
+                   "pass_rate, gold_version FROM window_metrics "
+                   "WHERE slice = 'all' AND k = 5 ORDER BY 1").fetchall()
+    assert rows == [("2026-11-01", 1, 0, 0.5, None, 0.0, "v1"),
+                    ("2026-11-02", 0, 2, None, None, None, "v1")]
+
+
+def test_a_tag_named_like_a_builtin_slice_does_not_double_count(con, tmp_path):
+    small(con, tmp_path, [request(f"r-{i}", ["a"], tags={"index_version": "idx-1", "all": "x"})
+                          for i in range(2)])
+    slices = dict(con.sql("SELECT slice, n FROM window_metrics WHERE k = 5").fetchall())
+    assert slices == {"all": 2, "index_version=idx-1": 2, "tag.index_version=idx-1": 2,
+                      "tag.all=x": 2}
+
+
+def test_empty_range_is_a_clear_error(con, tmp_path):
+    from datetime import datetime
+
+    small(con, tmp_path, [request("r-1", ["a"])])
+    with pytest.raises(RecallwatchError, match="the window is empty"):
+        aggregate(con, start=datetime(2026, 11, 5), end=datetime(2026, 11, 1))

@@ -274,3 +274,101 @@ def test_unreadable_index_manifest_is_one_clear_error(con, tmp_path):
     with pytest.raises(RecallwatchError, match="cannot read the index manifest"):
         ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
     assert con.sql("SELECT count(*) FROM index_chunks").fetchall()[0][0] == 0
+
+
+@pytest.mark.parametrize("ts", ["infinity", "-infinity", "epoch", "0001-01-01T00:00:00Z",
+                                "2026-13-01T00:00:00Z", "tomorrow"])
+def test_timestamps_other_than_iso_8601_are_quarantined(con, tmp_path, ts):
+    write_jsonl(tmp_path / "a.jsonl", [request("ok", ["a"]), request("odd", ["a"], ts=ts)])
+    (result,) = ingest_logs(con, [str(tmp_path / "a.jsonl")]).files
+    assert (result.loaded, result.quarantined) == (1, 1)
+    assert con.sql("SELECT reason FROM quarantine").fetchall() == [(f"bad timestamp: {ts}",)]
+
+
+@pytest.mark.parametrize("field,value", [
+    ("k", 10_000_000_000), ("index_size", 18446744073709551615), ("turn", 1e10),
+    ("k", 2.5), ("index_size", -1),
+])
+def test_out_of_range_numbers_quarantine_their_record_not_the_file(con, tmp_path, field, value):
+    write_jsonl(tmp_path / "a.jsonl", [request("ok", ["a"]),
+                                       request("odd", ["a"], **{field: value})])
+    (result,) = ingest_logs(con, [str(tmp_path / "a.jsonl")]).files
+    assert (result.read, result.loaded, result.quarantined) == (2, 1, 1)
+    (reason,) = con.sql("SELECT reason FROM quarantine").fetchall()[0]
+    assert reason.startswith(f"{field} must be")
+
+
+@pytest.mark.parametrize("rank", [1e10, -1e30, 0])
+def test_out_of_range_ranks_quarantine_their_record(con, tmp_path, rank):
+    write_jsonl(tmp_path / "a.jsonl", [request("ok", ["a"]),
+                                       request("odd", [{"chunk_id": "a", "rank": rank}])])
+    (result,) = ingest_logs(con, [str(tmp_path / "a.jsonl")]).files
+    assert (result.loaded, result.quarantined) == (1, 1)
+    (reason,) = con.sql("SELECT reason FROM quarantine").fetchall()[0]
+    assert reason.startswith("retrieved item 1 has")
+
+
+def test_records_differing_only_in_which_fields_are_null_are_a_conflict(con, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"], k=7, session_id="1", turn=2)])
+    write_jsonl(tmp_path / "b.jsonl", [request("r1", ["a"], index_size=7, k=1, turn=2)])
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    assert [f.quarantined for f in summary.files] == [0, 1]
+
+
+def test_request_survives_when_its_first_file_changes_and_a_copy_remains(con, tmp_path):
+    a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"]), request("r2", ["b"])])
+    b = write_jsonl(tmp_path / "b.jsonl", [request("r1", ["a"])])
+    ingest_logs(con, [str(a), str(b)])
+    write_jsonl(a, [request("r2", ["b"])])
+    ingest_logs(con, [str(a), str(b)])
+    rows = con.sql("SELECT request_id, source, line FROM requests ORDER BY 1").fetchall()
+    assert rows == [("r1", str(b), 1), ("r2", str(a), 1)]
+    assert con.sql("SELECT count(*) FROM request_copies").fetchall()[0][0] == 0
+    write_jsonl(b, [request("r3", ["c"])])  # the last copy goes: so does r1
+    ingest_logs(con, [str(a), str(b)])
+    assert [r[0] for r in con.sql("SELECT request_id FROM requests ORDER BY 1").fetchall()] == [
+        "r2", "r3"]
+
+
+def test_one_manifest_file_loads_under_two_index_versions(con, tmp_path):
+    pq.write_table(pa.table({"chunk_id": ["a", "b"], "text": ["A", "B"]}), tmp_path / "m.parquet")
+    ingest_index(con, str(tmp_path / "m.parquet"), "idx-v1")
+    assert not ingest_index(con, str(tmp_path / "m.parquet"), "idx-v2").skipped
+    assert ingest_index(con, str(tmp_path / "m.parquet"), "idx-v2").skipped
+    assert con.sql("SELECT index_version, count(*) FROM index_chunks GROUP BY 1 ORDER BY 1"
+                   ).fetchall() == [("idx-v1", 2), ("idx-v2", 2)]
+
+
+def test_a_new_record_size_limit_rereads_the_file(con, tmp_path):
+    path = write_jsonl(tmp_path / "a.jsonl", [request("small", ["a"]),
+                                              request("big", ["a"], query="x" * 2000)])
+    (first,) = ingest_logs(con, [str(path)], max_record_bytes=1000).files
+    assert (first.loaded, first.quarantined) == (1, 1)
+    (second,) = ingest_logs(con, [str(path)], max_record_bytes=100_000).files
+    assert (second.skipped, second.loaded, second.quarantined) == (False, 2, 0)
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall()[0][0] == 0
+
+
+def test_corrupt_gzip_and_parquet_are_one_clear_error(con, tmp_path):
+    good = json.dumps(request("r", ["a"])).encode() * 200
+    data = bytearray(gzip.compress(good))
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "bad.jsonl.gz").write_bytes(bytes(data))
+    with pytest.raises(RecallwatchError, match="bad.jsonl.gz: cannot read this file"):
+        ingest_logs(con, [str(tmp_path / "bad.jsonl.gz")])
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
+    with pytest.raises(RecallwatchError, match="bad.parquet: not a readable Parquet file"):
+        ingest_logs(con, [str(tmp_path / "bad.parquet")])
+    assert con.sql("SELECT count(*) FROM ingest_files").fetchall()[0][0] == 0
+
+
+def test_gold_csv_that_is_not_utf8_is_one_clear_error(con, tmp_path):
+    (tmp_path / "gold.csv").write_bytes(b"gold_id,question,gold_chunk_ids\ng-1,caf\xe9?,a|b\n")
+    with pytest.raises(RecallwatchError, match="not valid UTF-8"):
+        ingest_gold(con, str(tmp_path / "gold.csv"), "v1")
+
+
+def test_gold_csv_with_byte_order_mark_reads_its_header(con, tmp_path):
+    (tmp_path / "gold.csv").write_bytes(
+        "\ufeffgold_id,question,gold_chunk_ids\ng-1,What?,a|b\n".encode())
+    assert ingest_gold(con, str(tmp_path / "gold.csv"), "v1").loaded == 1

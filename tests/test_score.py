@@ -269,3 +269,18 @@ def test_batched_and_per_window_scoring_agree(con, tmp_path):
     summary = score(con, batch_requests=1)  # every day window in its own transaction
     assert len(summary.windows) == 4
     assert {t: _rows(con, t) for t in together} == together
+
+
+def test_ids_with_surrounding_spaces_compare_exactly(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["c1 ", "c2"])], [request("r-1", ["c1 ", "c2"])])
+    assert scores(con)["r-1"][1:4] == (2, 2, 1.0)
+
+
+def test_score_without_window_scores_only_days_with_requests(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a"])],
+         [request("r-1", ["a"], ts="2026-01-01T10:00:00Z"),
+          request("r-2", ["a"], ts="2026-11-01T10:00:00Z")])
+    summary_days = [w[0].date().isoformat() for w in score(con).windows]
+    assert summary_days == ["2026-01-01", "2026-11-01"]
+    after = [w[0].date().isoformat() for w in score(con, start=datetime(2026, 6, 1)).windows]
+    assert after == ["2026-11-01"]
