@@ -40,39 +40,40 @@ def generate(out: Path, n_requests: int, days: int) -> tuple[Path, Path]:
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     # golden g has 2-4 gold chunks 'c-<g>-<j>'
-    con.execute(f"""
+    con.execute("""
         CREATE TABLE goldens AS
         SELECT 'g-' || g AS gold_id, 'question ' || g AS question,
                [ 'c-' || g || '-' || j FOR j IN range(2 + g % 3) ] AS gold_chunk_ids
-        FROM range({N_GOLDENS}) t(g)""")
+        FROM range($n_goldens) t(g)""", {"n_goldens": N_GOLDENS})
     con.execute("COPY goldens TO $p (FORMAT json)", {"p": str(gold)})
     # each request: 20 ranked chunks; each gold chunk j of its golden lands at a hashed rank
     # 1..30 (beyond 20 it is not logged), the other slots are distractors from a 500k index
-    con.execute(f"""
+    con.execute("""
         COPY (
             SELECT
                 'r-' || i AS request_id,
-                strftime(TIMESTAMP '2026-11-01' + INTERVAL (i * {days} * 86400 // {n_requests})
+                strftime(TIMESTAMP '2026-11-01' + INTERVAL (i * $days * 86400 // $n_requests)
                          SECOND, '%Y-%m-%dT%H:%M:%SZ') AS timestamp,
-                'question ' || (i % {N_GOLDENS}) AS query,
-                'g-' || (i % {N_GOLDENS}) AS gold_id,
+                'question ' || (i % $n_goldens) AS query,
+                'g-' || (i % $n_goldens) AS gold_id,
                 'idx-1' AS index_version,
-                {N_CHUNKS} AS index_size,
+                $n_chunks AS index_size,
                 10 AS k,
                 CASE WHEN i % 3 = 0 THEN 's-' || (i // 3) END AS session_id,
-                [ {{'chunk_id': CASE
-                        WHEN pos = 1 + hash(i, 0) % 30 THEN 'c-' || (i % {N_GOLDENS}) || '-0'
-                        WHEN pos = 1 + hash(i, 1) % 30 THEN 'c-' || (i % {N_GOLDENS}) || '-1'
-                        WHEN pos = 1 + hash(i, 2) % 30 AND i % {N_GOLDENS} % 3 >= 1
-                            THEN 'c-' || (i % {N_GOLDENS}) || '-2'
-                        WHEN pos = 1 + hash(i, 3) % 30 AND i % {N_GOLDENS} % 3 = 2
-                            THEN 'c-' || (i % {N_GOLDENS}) || '-3'
-                        ELSE 'c-x' || hash(i, pos) % {N_CHUNKS} END,
-                    'rank': pos::INTEGER, 'score': 1.0 / pos}}
+                [ {'chunk_id': CASE
+                        WHEN pos = 1 + hash(i, 0) % 30 THEN 'c-' || (i % $n_goldens) || '-0'
+                        WHEN pos = 1 + hash(i, 1) % 30 THEN 'c-' || (i % $n_goldens) || '-1'
+                        WHEN pos = 1 + hash(i, 2) % 30 AND i % $n_goldens % 3 >= 1
+                            THEN 'c-' || (i % $n_goldens) || '-2'
+                        WHEN pos = 1 + hash(i, 3) % 30 AND i % $n_goldens % 3 = 2
+                            THEN 'c-' || (i % $n_goldens) || '-3'
+                        ELSE 'c-x' || hash(i, pos) % $n_chunks END,
+                    'rank': pos::INTEGER, 'score': 1.0 / pos}
                   FOR pos IN range(1, 21) ] AS retrieved,
-                {{'tenant': CASE WHEN i % 2 = 0 THEN 'acme' ELSE 'globex' END}} AS tags
-            FROM range({n_requests}) t(i)
-        ) TO $p (FORMAT parquet)""", {"p": str(logs)})
+                {'tenant': CASE WHEN i % 2 = 0 THEN 'acme' ELSE 'globex' END} AS tags
+            FROM range($n_requests) t(i)
+        ) TO $p (FORMAT parquet)""", {"p": str(logs), "n_goldens": N_GOLDENS, "n_chunks": N_CHUNKS,
+                                       "days": days, "n_requests": n_requests})
     (out / "meta.json").write_text(json.dumps(meta))
     return logs, gold
 

@@ -230,25 +230,13 @@ def _print_summary_table(con) -> None:
     from rich.table import Table
 
     from pipeline.report import default_k
+    from pipeline.warehouse import sql
 
     k, _ = default_k(con, "ids")
     if k is None:
         print("no scored windows yet.")
         return
-    rows = con.execute("""
-        WITH days AS (
-            SELECT window_start, k, n, mean_recall, ci_low, ci_high, gold_version,
-                   index_versions[1] AS index_version, max_index_size
-            FROM window_metrics
-            WHERE grain = 'day' AND slice = 'all' AND route = 'ids'
-              AND len(index_versions) = 1 AND k = $k
-        )
-        SELECT index_version, k, gold_version, count(*) AS days, sum(n) AS n,
-               arg_min(mean_recall, window_start) AS first_recall,
-               arg_max(mean_recall, window_start) AS last_recall,
-               min(mean_recall) AS lowest, max(max_index_size) AS index_size
-        FROM days GROUP BY ALL ORDER BY min(window_start)
-    """, {"k": k}).fetchall()
+    rows = con.execute(sql("summary_by_index_version"), {"k": k}).fetchall()
     if not rows:
         print("no scored windows yet.")
         return
@@ -257,7 +245,7 @@ def _print_summary_table(con) -> None:
                  "lowest day", "max index size"):
         table.add_column(name, justify="left" if name.endswith("version") else "right",
                          no_wrap=True)
-    for version, k, gold, days, n, first, last, lowest, size in rows:
+    for version, gold, days, n, first, last, lowest, size in rows:
         table.add_row(version, str(k), gold, str(days), str(n), f"{first:.3f}", f"{last:.3f}",
                       f"{lowest:.3f}", f"{size or 0:,}")
     _console().print(table)

@@ -11,6 +11,7 @@ from pathlib import Path
 from pipeline.aggregate import aggregate
 from pipeline.ingest import IngestSummary, ingest_gold, ingest_index, ingest_logs
 from pipeline.score import DEFAULT_CUTOFFS, DEFAULT_PASS_MARK, score
+from pipeline.warehouse import sql
 
 
 @dataclass(frozen=True)
@@ -23,17 +24,8 @@ class RunSummary:
 def days_to_score(con, changed_sources: list[str], route: str = "ids") -> list[datetime]:
     """Days with requests from files (re)ingested now, with requests never scored, or with
     scores whose request is gone; a new gold version rescores everything (see run)."""
-    rows = con.execute("""
-        SELECT DISTINCT date_trunc('day', timestamp) AS day FROM requests
-        WHERE source IN (SELECT unnest($sources::VARCHAR[]))
-        UNION
-        SELECT DISTINCT date_trunc('day', r.timestamp) FROM requests r
-        ANTI JOIN request_scores s ON s.request_id = r.request_id AND s.route = $route
-        UNION
-        SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s
-        ANTI JOIN requests r ON s.request_id = r.request_id
-        ORDER BY day
-    """, {"sources": changed_sources, "route": route}).fetchall()
+    rows = con.execute(sql("days_to_score"),
+                       {"sources": changed_sources, "route": route}).fetchall()
     return [row[0] for row in rows]
 
 

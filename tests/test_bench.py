@@ -1,0 +1,22 @@
+"""The benchmark script keeps working (a small run; its figures are not asserted — speed is
+measured by running bench/score_ids.py, never by timing tests)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "score_ids.py"
+
+
+def test_bench_script_prints_every_figure_and_ratio(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(BENCH), "--requests", "3000", "--days", "2", "--out", str(tmp_path)],
+        capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "requests: 3,000 read, 3,000 loaded, 3,000 scored over 2 day windows" in out
+    for figure in ("bare scan", "ingest:", "score:", "ingest + score:", "peak RSS:",
+                   "score / bare scan:"):
+        assert figure in out
