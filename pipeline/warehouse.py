@@ -23,8 +23,8 @@ DEFAULT_MEMORY_LIMIT = "2GB"
 
 PUBLIC_TABLES = ("request_scores", "recall_at_k", "window_metrics", "quarantine", "miss_causes")
 INTERNAL_TABLES = (
-    "requests", "request_cutoffs", "goldens", "gold_versions", "index_chunks", "ingest_files",
-    "settings",
+    "requests", "request_copies", "request_cutoffs", "goldens", "gold_versions", "index_chunks",
+    "ingest_files", "settings",
 )
 _IDENTIFIERS = frozenset(PUBLIC_TABLES + INTERNAL_TABLES)
 _PLAIN_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")

@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from pipeline import cli
-from pipeline.warehouse import PUBLIC_TABLES, connect
+from pipeline.warehouse import INTERNAL_TABLES, PUBLIC_TABLES, connect
 
-ALL_TABLES = PUBLIC_TABLES + ("requests", "request_cutoffs", "goldens", "gold_versions",
-                              "index_chunks", "ingest_files", "settings")
+ALL_TABLES = PUBLIC_TABLES + INTERNAL_TABLES
 
 
 def write_jsonl(path: Path, records: list) -> Path:
