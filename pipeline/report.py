@@ -2,12 +2,13 @@
 
 `write_report` reads the scored warehouse (window_metrics, recall_at_k, request_scores,
 miss_causes, requests, goldens, quarantine, ingest_files; gold_versions only to pick the default
-gold set) and writes one offline HTML file: header counts, daily mean recall with its interval
-and the index size, the recall@k curve, pass and full-coverage rates, miss causes, the worst
-goldens and the latest day per slice. Charts are inline SVG drawn here from numbers; every
-string from the warehouse reaches the page through Jinja2 autoescaping, never marked safe, so a
-logged query cannot become markup. Every figure carries a caption with its k, route, gold-set
-version and n, because a recall without them describes nothing anyone can check.
+gold set) through the queries of sql/report_*.sql, and writes one offline HTML file: header
+counts, daily mean recall with its interval and the index size, the recall@k curve, pass and
+full-coverage rates, miss causes, the worst goldens and the latest day per slice. Charts are
+inline SVG drawn here from numbers; every string from the warehouse reaches the page through
+Jinja2 autoescaping, never marked safe, so a logged query cannot become markup. Every figure
+carries a caption with its k, route, gold-set version and n, because a recall without them
+describes nothing anyone can check.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pathlib import Path
 
 import duckdb
 import jinja2
+
+from pipeline.warehouse import sql
 
 TEMPLATES = Path(__file__).parent / "templates"
 READ_TABLES = (
@@ -129,22 +132,19 @@ class Scope:
         }
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, **params) -> list[dict]:
+def _rows(con: duckdb.DuckDBPyConnection, query: str, **params) -> list[dict]:
     # con.sql(...).pl() is the DuckDB 2.0 path that neither blocks the connection nor needs fetch.
-    return con.sql(sql, params=params or None).pl().to_dicts()
+    return con.sql(query, params=params or None).pl().to_dicts()
 
 
-def _scalar(con: duckdb.DuckDBPyConnection, sql: str, **params):
-    rows = con.sql(sql, params=params or None).fetchall()
+def _scalar(con: duckdb.DuckDBPyConnection, query: str, **params):
+    rows = con.sql(query, params=params or None).fetchall()
     return rows[0][0] if rows else None
 
 
 def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
     # Tables and views alike: recall_at_k is a view over request_cutoffs.
-    rows = con.sql(
-        "SELECT table_name FROM information_schema.tables "
-        "WHERE table_catalog = current_database()"
-    ).fetchall()
+    rows = con.sql(sql("report_list_tables")).fetchall()
     return {name for (name,) in rows}
 
 
@@ -160,29 +160,13 @@ def _require_tables(con: duckdb.DuckDBPyConnection) -> None:
 def default_gold_version(con, route: str) -> tuple[str | None, str]:
     """The gold set a report shows when none is asked for, and why it was chosen."""
     if "gold_versions" in _tables(con):
-        newest = _scalar(
-            con, "SELECT gold_version FROM gold_versions ORDER BY seq DESC, gold_version LIMIT 1"
-        )
+        newest = _scalar(con, sql("report_newest_gold_version"))
         if newest is not None:
             return newest, "newest loaded gold set (highest seq in gold_versions)"
-    common = _scalar(
-        con,
-        """
-        SELECT gold_version FROM window_metrics
-        GROUP BY gold_version ORDER BY count(*) DESC, gold_version DESC LIMIT 1
-        """,
-    )
+    common = _scalar(con, sql("report_common_gold_version"))
     if common is not None:
         return common, "most common gold set in window_metrics"
-    scored = _scalar(
-        con,
-        """
-        SELECT gold_version FROM request_scores
-        WHERE route = $route AND status = 'scored' AND gold_version IS NOT NULL
-        GROUP BY gold_version ORDER BY count(*) DESC, gold_version DESC LIMIT 1
-        """,
-        route=route,
-    )
+    scored = _scalar(con, sql("report_scored_gold_version"), route=route)
     if scored is not None:
         return scored, "most common gold set among scored requests"
     return None, "no gold set loaded"
@@ -190,19 +174,9 @@ def default_gold_version(con, route: str) -> tuple[str | None, str]:
 
 def default_k(con, route: str) -> tuple[int | None, str]:
     """The headline cutoff when none is asked for (the most common served k), and why."""
-    served = _scalar(
-        con,
-        """
-        SELECT k FROM request_scores WHERE status = 'scored' AND route = $route
-        GROUP BY k ORDER BY count(*) DESC, k DESC LIMIT 1
-        """,
-        route=route,
-    )
+    served = _scalar(con, sql("report_common_served_k"), route=route)
     cutoffs = [
-        k for (k,) in con.sql(
-            "SELECT DISTINCT k FROM window_metrics WHERE route = $route ORDER BY k",
-            params={"route": route},
-        ).fetchall()
+        k for (k,) in con.sql(sql("report_window_cutoffs"), params={"route": route}).fetchall()
     ]
     if not cutoffs:
         if served is None:
@@ -223,104 +197,32 @@ def default_k(con, route: str) -> tuple[int | None, str]:
 
 
 def _summary(con, scope: Scope) -> dict:
-    requests = _rows(
-        con, "SELECT count(*) AS n, min(timestamp) AS first, max(timestamp) AS last FROM requests"
-    )[0]
+    requests = _rows(con, sql("report_request_span"))[0]
     # A request that matched no golden may carry no gold_version; it still belongs to this run.
-    statuses = _rows(
-        con,
-        """
-        SELECT status, count(*) AS n FROM request_scores
-        WHERE route = $route AND (gold_version = $gold_version OR gold_version IS NULL)
-        GROUP BY status ORDER BY (status = 'scored') DESC, n DESC, status
-        """,
-        **scope.params("route", "gold_version"),
-    )
+    statuses = _rows(con, sql("report_status_counts"), **scope.params("route", "gold_version"))
     total = sum(row["n"] for row in statuses)
     for row in statuses:
         row["share"] = row["n"] / total if total else None
     scored = sum(row["n"] for row in statuses if row["status"] == "scored")
 
-    joins = _rows(
-        con,
-        """
-        SELECT
-            count(*) FILTER (WHERE s.status <> 'no_gold_match' AND r.gold_id IS NOT NULL)
-                AS by_gold_id,
-            count(*) FILTER (WHERE s.status <> 'no_gold_match' AND r.gold_id IS NULL)
-                AS by_query,
-            count(*) FILTER (WHERE s.status = 'no_gold_match' AND r.gold_id IS NOT NULL)
-                AS unmatched_gold_id,
-            count(*) FILTER (WHERE s.status = 'no_gold_match' AND r.gold_id IS NULL)
-                AS unmatched_query
-        FROM request_scores AS s JOIN requests AS r USING (request_id)
-        WHERE s.route = $route AND (s.gold_version = $gold_version OR s.gold_version IS NULL)
-        """,
-        **scope.params("route", "gold_version"),
-    )[0]
+    joins = _rows(con, sql("report_gold_joins"), **scope.params("route", "gold_version"))[0]
     matched = joins["by_gold_id"] + joins["by_query"]
     attempted = matched + joins["unmatched_gold_id"] + joins["unmatched_query"]
     joins["matched"] = matched
     joins["matched_share"] = matched / attempted if attempted else None
 
-    unscored = _scalar(
-        con,
-        """
-        SELECT count(*) FROM requests AS r
-        WHERE NOT EXISTS (
-            SELECT 1 FROM request_scores AS s
-            WHERE s.request_id = r.request_id AND s.route = $route
-        )
-        """,
-        route=scope.route,
-    )
+    unscored = _scalar(con, sql("report_unscored_requests"), route=scope.route)
     other_versions = _scalar(
-        con,
-        """
-        SELECT count(*) FROM request_scores
-        WHERE route = $route AND gold_version IS DISTINCT FROM $gold_version
-          AND gold_version IS NOT NULL
-        """,
-        **scope.params("route", "gold_version"),
+        con, sql("report_other_gold_versions"), **scope.params("route", "gold_version")
     )
-    served_k = _rows(
-        con,
-        """
-        SELECT k, count(*) AS n FROM request_scores
-        WHERE route = $route AND gold_version = $gold_version AND status = 'scored'
-        GROUP BY k ORDER BY k
-        """,
-        **scope.params("route", "gold_version"),
-    )
-    routes = _rows(
-        con,
-        """
-        SELECT route, gold_version, count(*) FILTER (WHERE status = 'scored') AS scored
-        FROM request_scores GROUP BY ALL ORDER BY route, gold_version
-        """,
-    )
-    quarantine_total = _scalar(con, "SELECT count(*) FROM quarantine")
-    quarantine = _rows(
-        con,
-        """
-        SELECT reason, count(*) AS n, list(DISTINCT kind ORDER BY kind) AS kinds,
-               arg_min(source, (source, line)) AS source, arg_min(line, (source, line)) AS line,
-               arg_min(raw, (source, line)) AS raw
-        FROM quarantine GROUP BY reason ORDER BY n DESC, reason LIMIT $top
-        """,
-        top=QUARANTINE_TOP,
-    )
+    served_k = _rows(con, sql("report_served_k_counts"), **scope.params("route", "gold_version"))
+    routes = _rows(con, sql("report_route_versions"))
+    quarantine_total = _scalar(con, sql("report_quarantine_total"))
+    quarantine = _rows(con, sql("report_quarantine_reasons"), top=QUARANTINE_TOP)
     for row in quarantine:
         row["raw"] = _preview(row["raw"])
-    reasons = _scalar(con, "SELECT count(DISTINCT reason) FROM quarantine")
-    files = _rows(
-        con,
-        """
-        SELECT kind, count(*) AS files, sum(n_read) AS n_read, sum(n_loaded) AS n_loaded,
-               sum(n_quarantined) AS n_quarantined
-        FROM ingest_files GROUP BY kind ORDER BY kind
-        """,
-    )
+    reasons = _scalar(con, sql("report_quarantine_reason_count"))
+    files = _rows(con, sql("report_ingest_files"))
     return {
         "requests": requests,
         "statuses": statuses,
@@ -365,19 +267,7 @@ def _preview(text: str | None) -> str | None:
 def _daily(con, scope: Scope) -> list[dict]:
     if scope.k is None:
         return []
-    return _rows(
-        con,
-        """
-        SELECT CAST(window_start AS DATE) AS day, n, n_excluded, mean_recall, ci_low, ci_high,
-               ci_method, pass_mark, pass_rate, pass_ci_low, pass_ci_high,
-               full_coverage_rate, fc_ci_low, fc_ci_high, index_versions, max_index_size
-        FROM window_metrics
-        WHERE grain = 'day' AND slice = 'all' AND route = $route AND k = $k
-          AND gold_version = $gold_version
-        ORDER BY window_start
-        """,
-        **scope.params("route", "k", "gold_version"),
-    )
+    return _rows(con, sql("report_daily_recall"), **scope.params("route", "k", "gold_version"))
 
 
 def _version_changes(daily: list[dict]) -> tuple[list[dict], list[tuple[date, str, str]]]:
@@ -478,38 +368,11 @@ def _daily_section(scope: Scope, daily: list[dict]) -> dict | None:
 
 def _curve_section(con, scope: Scope) -> dict | None:
     params = scope.params("route", "gold_version")
-    points = _rows(
-        con,
-        """
-        SELECT CASE WHEN grouping(s.index_version) = 1 THEN NULL ELSE s.index_version END
-                   AS index_version,
-               a.k, count(*) AS n, avg(a.recall) AS recall, avg(a.precision) AS precision,
-               count(a.precision) AS n_precision, avg(CAST(a.hit AS INTEGER)) AS hit_rate
-        FROM recall_at_k AS a
-        JOIN request_scores AS s ON s.request_id = a.request_id AND s.route = a.route
-        WHERE a.route = $route AND s.gold_version = $gold_version AND s.status = 'scored'
-        GROUP BY GROUPING SETS ((a.k), (s.index_version, a.k))
-        ORDER BY a.k
-        """,
-        **params,
-    )
+    points = _rows(con, sql("report_recall_curve"), **params)
     if not points:
         return None
     # n per curve: distinct scored requests, with the version's first use to order the legend.
-    curves = _rows(
-        con,
-        """
-        SELECT CASE WHEN grouping(s.index_version) = 1 THEN NULL ELSE s.index_version END
-                   AS index_version,
-               count(DISTINCT s.request_id) AS n, min(s.timestamp) AS first_seen
-        FROM recall_at_k AS a
-        JOIN request_scores AS s ON s.request_id = a.request_id AND s.route = a.route
-        WHERE a.route = $route AND s.gold_version = $gold_version AND s.status = 'scored'
-        GROUP BY GROUPING SETS ((), (s.index_version))
-        ORDER BY index_version IS NOT NULL, first_seen, index_version
-        """,
-        **params,
-    )
+    curves = _rows(con, sql("report_curve_sizes"), **params)
     cutoffs = sorted({row["k"] for row in points})
     by_curve: dict[str | None, dict[int, dict]] = defaultdict(dict)
     for row in points:
@@ -571,41 +434,9 @@ def _miss_section(con, scope: Scope, summary: dict) -> dict | None:
         return None
     params = scope.params("route", "gold_version")
     # Only misses of requests scored under this route and gold set: stale rows never count.
-    counts = _rows(
-        con,
-        """
-        SELECT m.index_version, m.cause, count(*) AS misses,
-               count(DISTINCT m.request_id) AS requests
-        FROM miss_causes AS m
-        WHERE m.route = $route AND m.gold_version = $gold_version
-          AND m.request_id IN (
-              SELECT request_id FROM request_scores
-              WHERE route = $route AND gold_version = $gold_version AND status = 'scored'
-          )
-        GROUP BY ALL
-        """,
-        **params,
-    )
-    scored_by_version = _rows(
-        con,
-        """
-        SELECT index_version, count(*) AS n, min(timestamp) AS first_seen
-        FROM request_scores
-        WHERE route = $route AND gold_version = $gold_version AND status = 'scored'
-        GROUP BY index_version ORDER BY first_seen, index_version
-        """,
-        **params,
-    )
-    with_miss = _scalar(
-        con,
-        """
-        SELECT count(DISTINCT m.request_id) FROM miss_causes AS m
-        JOIN request_scores AS s ON s.request_id = m.request_id AND s.route = m.route
-        WHERE m.route = $route AND m.gold_version = $gold_version
-          AND s.gold_version = $gold_version AND s.status = 'scored'
-        """,
-        **params,
-    )
+    counts = _rows(con, sql("report_miss_counts"), **params)
+    scored_by_version = _rows(con, sql("report_scored_by_version"), **params)
+    with_miss = _scalar(con, sql("report_requests_with_miss"), **params)
     totals: Counter[str] = Counter()
     per_version: dict[str, Counter[str]] = defaultdict(Counter)
     for row in counts:
@@ -674,51 +505,14 @@ def _worst_section(con, scope: Scope, summary: dict) -> dict | None:
     if summary["scored"] == 0:
         return None
     params = scope.params("route", "gold_version")
-    worst = _rows(
-        con,
-        """
-        WITH question AS (
-            SELECT gold_id, any_value(question) AS question FROM goldens
-            WHERE gold_version = $gold_version GROUP BY gold_id
-        )
-        SELECT s.gold_id, any_value(q.question) AS question, count(*) AS n,
-               avg(s.recall) AS mean_recall
-        FROM request_scores AS s LEFT JOIN question AS q USING (gold_id)
-        WHERE s.route = $route AND s.gold_version = $gold_version AND s.status = 'scored'
-        GROUP BY s.gold_id
-        HAVING count(*) >= $min_n
-        ORDER BY mean_recall, s.gold_id
-        LIMIT $limit
-        """,
-        **params, min_n=WORST_MIN_N, limit=WORST_LIMIT,
-    )
+    worst = _rows(con, sql("report_worst_goldens"), **params, min_n=WORST_MIN_N, limit=WORST_LIMIT)
     gold_ids = [row["gold_id"] for row in worst]
     misses = _rows(
-        con,
-        """
-        SELECT m.gold_id, m.chunk_id, m.cause, count(*) AS misses
-        FROM miss_causes AS m
-        JOIN request_scores AS s ON s.request_id = m.request_id AND s.route = m.route
-        WHERE m.route = $route AND m.gold_version = $gold_version
-          AND s.gold_version = $gold_version AND s.status = 'scored'
-          AND list_contains($gold_ids, m.gold_id)
-        GROUP BY ALL
-        """,
-        **params, gold_ids=gold_ids,
+        con, sql("report_worst_missing_chunks"), **params, gold_ids=gold_ids
     ) if gold_ids else []
     # The lowest-recall request shows the failure best; the newest one breaks ties.
     examples = _rows(
-        con,
-        """
-        SELECT s.gold_id, s.request_id, s.recall, s.timestamp, r.query
-        FROM request_scores AS s JOIN requests AS r USING (request_id)
-        WHERE s.route = $route AND s.gold_version = $gold_version AND s.status = 'scored'
-          AND list_contains($gold_ids, s.gold_id)
-        QUALIFY row_number() OVER (
-            PARTITION BY s.gold_id ORDER BY s.recall, s.timestamp DESC, s.request_id
-        ) = 1
-        """,
-        **params, gold_ids=gold_ids,
+        con, sql("report_worst_examples"), **params, gold_ids=gold_ids
     ) if gold_ids else []
 
     chunks: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
@@ -755,19 +549,7 @@ def _dominant(causes: Counter[str]) -> str:
 def _latest_section(con, scope: Scope) -> dict | None:
     if scope.k is None:
         return None
-    rows = _rows(
-        con,
-        """
-        SELECT CAST(window_start AS DATE) AS day, slice, n, n_excluded, mean_recall, ci_low,
-               ci_high, ci_method, pass_mark, pass_rate, pass_ci_low, pass_ci_high,
-               full_coverage_rate, fc_ci_low, fc_ci_high
-        FROM window_metrics
-        WHERE grain = 'day' AND route = $route AND k = $k AND gold_version = $gold_version
-        QUALIFY window_start = max(window_start) OVER ()
-        ORDER BY slice <> 'all', NOT starts_with(slice, 'index_version='), slice
-        """,
-        **scope.params("route", "k", "gold_version"),
-    )
+    rows = _rows(con, sql("report_latest_slices"), **scope.params("route", "k", "gold_version"))
     if not rows:
         return None
     overall = next((row for row in rows if row["slice"] == "all"), None)
