@@ -18,7 +18,7 @@ import pyarrow as pa
 from pipeline.errors import RecallwatchError
 from pipeline.score import DEFAULT_PASS_MARK, setting
 from pipeline.stats import clip_unit, cluster_t_interval, t_interval, wilson_interval
-from pipeline.warehouse import run_script, transaction
+from pipeline.warehouse import run_script, sql, transaction
 
 GRAINS = {"day": timedelta(days=1), "hour": timedelta(hours=1)}
 
@@ -37,8 +37,8 @@ def _range(con, grain: str, start: datetime | None, end: datetime | None):
     """[start, end) widened to whole windows of the grain: a window is always recomputed from
     all of its requests, never from part of them."""
     if start is None or end is None:
-        lo, hi = con.execute("SELECT date_trunc($g, min(timestamp)), date_trunc($g, max(timestamp))"
-                             " FROM requests", {"g": grain}).fetchall()[0]
+        # windows that still have metrics but lost their requests are cleared too
+        lo, hi = con.execute(sql("window_span"), {"grain": grain}).fetchall()[0]
         if lo is None:
             return None, None
         start = start or lo
@@ -68,7 +68,7 @@ def aggregate(con, *, grain: str = "day", start: datetime | None = None,
     with transaction(con):
         run_script(con, "window_slices", params)
         run_script(con, "window_metrics", {
-            "pass_mark": pass_mark, "gold_version": setting(con, "gold_version", ""),
+            "pass_mark": pass_mark,
             "cutoffs": [int(c) for c in setting(con, "cutoffs", "").split(",") if c]})
         if progress:
             progress(f"aggregate by {grain}", 1, 2)
@@ -88,7 +88,7 @@ def _with_intervals(con, grain: str, pass_mark: float, alpha: float) -> pa.Table
     stats = con.sql("""
         SELECT s.*, coalesce(e.n_excluded, 0) AS n_excluded
         FROM agg_stats s
-        LEFT JOIN agg_excluded e USING (window_start, slice, route)
+        LEFT JOIN agg_excluded e USING (window_start, slice, route, gold_version)
         ORDER BY window_start, slice, route, gold_version, k
     """).to_arrow_table()
     col = {name: stats.column(name).to_numpy(zero_copy_only=False)

@@ -1,6 +1,7 @@
 """Run: every step for new data, in order — ingest the given files (unchanged files are
-skipped), score the day windows that gained or lost requests or were never scored, aggregate
-those windows, and write the report. The CLI's `run` and `demo` and any scheduler call this."""
+skipped), score the day windows that gained, lost or moved requests or were never scored (all
+of them after a new gold set, manifest, cutoffs or pass mark), aggregate those windows in every
+grain kept, and write the report. The CLI's `run` and `demo` and any scheduler call this."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from pipeline.aggregate import aggregate
 from pipeline.ingest import IngestSummary, ingest_gold, ingest_index, ingest_logs
-from pipeline.score import DEFAULT_CUTOFFS, DEFAULT_PASS_MARK, score
+from pipeline.score import DEFAULT_CUTOFFS, DEFAULT_PASS_MARK, score, setting
 from pipeline.warehouse import sql
 
 
@@ -44,26 +45,33 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
         cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS, pass_mark: float = DEFAULT_PASS_MARK,
         report_dir: Path | None = None, progress=None) -> RunSummary:
-    rescore_all = False
+    # New settings, a new gold set or a new manifest change every day's numbers: rescoring
+    # only some days would mix populations in one curve.
+    rescore_all = bool(setting(con, "cutoffs", "")) and (
+        setting(con, "cutoffs", "") != ",".join(map(str, cutoffs))
+        or float(setting(con, "pass_mark", str(pass_mark))) != pass_mark)
     if gold:
-        result = ingest_gold(con, gold, gold_version or "")
-        rescore_all = not result.skipped
+        rescore_all |= not ingest_gold(con, gold, gold_version or "").skipped
     for path, version in index or []:
         rescore_all |= not ingest_index(con, path, version).skipped
     summary = ingest_logs(con, logs, progress=progress) if logs else None
     changed = [f.source for f in summary.files if not f.skipped] if summary else []
-    if rescore_all:
-        ranges = [(None, None)]
-    else:
-        ranges = contiguous(days_to_score(con, changed))
+    ranges = [(None, None)] if rescore_all else contiguous(days_to_score(con, changed))
+    grains = ["day"] + [g for g in ("hour",) if con.execute(
+        "SELECT 1 FROM window_metrics WHERE grain = $g LIMIT 1", {"g": g}).fetchall()]
     days: list[datetime] = []
     for start, end in ranges:
         scored = score(con, start=start, end=end, cutoffs=cutoffs, pass_mark=pass_mark,
                        progress=progress)
         days.extend(w[0] for w in scored.windows)
-        if scored.windows:
-            aggregate(con, start=scored.windows[0][0], end=scored.windows[-1][1],
-                      pass_mark=pass_mark, progress=progress)
+        if not scored.windows:
+            continue
+        # unbounded (everything rescored): aggregate everything, stale windows included
+        bounds = ((None, None) if start is None
+                  else (scored.windows[0][0], scored.windows[-1][1]))
+        for grain in grains:  # every grain kept so far stays current
+            aggregate(con, grain=grain, start=bounds[0], end=bounds[1], pass_mark=pass_mark,
+                      progress=progress)
     report = None
     if report_dir is not None:
         from pipeline.report import write_report

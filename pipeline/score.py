@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pipeline.errors import RecallwatchError
-from pipeline.warehouse import run_script, transaction
+from pipeline.warehouse import run_script, sql, transaction
 
 DEFAULT_CUTOFFS = (1, 3, 5, 10, 20, 50, 100)
 DEFAULT_PASS_MARK = 0.7
@@ -56,21 +56,20 @@ def latest_gold_version(con) -> str:
     return rows[0][0]
 
 
-def day_windows(con, start: datetime | None,
-                end: datetime | None) -> list[tuple[datetime, datetime]]:
+def day_windows(con, start: datetime | None, end: datetime | None,
+                route: str = "ids") -> list[tuple[datetime, datetime]]:
     """UTC day windows covering [start, end); a partial day at either end is clipped to the
     given bounds, and a day without requests is a window too (its stale scores go). Without
-    bounds: every day that has requests. With one bound: the days with requests on that side."""
+    bounds: every day that has requests or scores (so a day whose requests were all removed is
+    cleared); with one bound, those days on that side of it."""
+    if start is not None and end is not None and end <= start:
+        raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
     if start is None or end is None:
         days = [row[0] for row in con.execute(
-            "SELECT DISTINCT date_trunc('day', timestamp) AS day FROM requests "
-            "WHERE ($start IS NULL OR timestamp >= $start) AND ($end IS NULL OR timestamp < $end)"
-            " ORDER BY day", {"start": start, "end": end}).fetchall()]
+            sql("days_with_data"), {"start": start, "end": end, "route": route}).fetchall()]
         one_day = timedelta(days=1)
         return [(max(day, start) if start else day,
                  min(day + one_day, end) if end else day + one_day) for day in days]
-    if end <= start:
-        raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
     windows = []
     cursor = start
     while cursor < end:
@@ -125,12 +124,12 @@ def score(con, *, start: datetime | None = None, end: datetime | None = None,
         raise RecallwatchError(f"route {route!r} is not available; choose one of {ROUTES}.")
     if not 0.0 <= pass_mark <= 1.0:
         raise RecallwatchError(f"--pass-mark {pass_mark} must lie in [0, 1].")
+    windows = day_windows(con, start, end, route)
     gold_version = gold_version or latest_gold_version(con)
     known = con.execute("SELECT 1 FROM gold_versions WHERE gold_version = $v",
                         {"v": gold_version}).fetchall()
     if not known:
         raise RecallwatchError(f"gold version {gold_version!r} is not loaded.")
-    windows = day_windows(con, start, end)
     with transaction(con):
         save_settings(con, cutoffs=",".join(map(str, cutoffs)), pass_mark=pass_mark,
                       gold_version=gold_version)

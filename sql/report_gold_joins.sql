@@ -12,4 +12,4 @@ SELECT
     count(*) FILTER (WHERE s.status = 'no_gold_match' AND r.gold_id IS NULL)
         AS unmatched_query
 FROM request_scores AS s JOIN requests AS r USING (request_id)
-WHERE s.route = $route AND (s.gold_version = $gold_version OR s.gold_version IS NULL)
+WHERE s.route = $route AND s.gold_version = $gold_version

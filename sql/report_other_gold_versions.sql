@@ -4,4 +4,3 @@
 
 SELECT count(*) FROM request_scores
 WHERE route = $route AND gold_version IS DISTINCT FROM $gold_version
-  AND gold_version IS NOT NULL

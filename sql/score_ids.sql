@@ -56,9 +56,8 @@ FROM joined;
 
 INSERT INTO request_scores
 SELECT
-    request_id, timestamp, gold_id,
-    CASE WHEN gold_id IS NOT NULL THEN $gold_version END,
-    index_version, 'ids', k,
+    -- the gold set looked up, also when no golden matched: the row belongs to that run
+    request_id, timestamp, gold_id, $gold_version, index_version, 'ids', k,
     CASE WHEN status = 'scored' THEN len(gold_chunk_ids) END AS needed,
     CASE WHEN status = 'scored' THEN len(list_filter(gold_ranks, lambda r: r <= k)) END AS covered,
     CASE WHEN status = 'scored' THEN covered / needed END,

@@ -1,7 +1,7 @@
 -- window_metrics: sufficient statistics of recall per window x slice x route x gold version x
 -- cutoff k, for the interval functions of pipeline/stats.py. Grain: one row per group in
--- agg_stats. Input: agg_requests (window_slices.sql). Parameters: $pass_mark, and for windows
--- with nothing scored $gold_version (last scored with) and $cutoffs.
+-- agg_stats. Input: agg_requests (window_slices.sql). Parameters: $pass_mark, and $cutoffs for
+-- windows with nothing scored.
 -- Cluster sums are per session (a request without one is its own cluster).
 
 CREATE OR REPLACE TEMP TABLE agg_stats AS
@@ -46,21 +46,21 @@ FROM moments m
 JOIN cluster_sums c USING (window_start, slice, route, gold_version, k);
 
 CREATE OR REPLACE TEMP TABLE agg_excluded AS
-SELECT a.window_start, a.slice, s.route, count(*) AS n_excluded
+SELECT a.window_start, a.slice, s.route, s.gold_version, count(*) AS n_excluded
 FROM agg_requests a
 JOIN request_scores s ON s.request_id = a.request_id AND s.status <> 'scored'
 GROUP BY ALL;
 
 -- A window and slice whose requests were all excluded still gets rows (n = 0, no means), so
--- its excluded requests are counted: one per cutoff, under the gold version last scored with.
+-- its excluded requests are counted: one per cutoff of the last score run.
 INSERT INTO agg_stats BY NAME
 WITH empty AS (
-    SELECT e.window_start, e.slice, e.route
+    SELECT e.window_start, e.slice, e.route, e.gold_version
     FROM agg_excluded e
-    ANTI JOIN agg_stats s USING (window_start, slice, route)
+    ANTI JOIN agg_stats s USING (window_start, slice, route, gold_version)
 )
 SELECT
-    e.window_start, e.slice, e.route, $gold_version AS gold_version,
+    e.window_start, e.slice, e.route, e.gold_version,
     unnest($cutoffs::INTEGER[]) AS k,
     0 AS n, 0.0 AS var_recall, 0 AS n_pass, 0 AS n_full, false AS any_session,
     list(DISTINCT a.index_version ORDER BY a.index_version) AS index_versions,
@@ -68,4 +68,4 @@ SELECT
     0 AS n_clusters, 0.0 AS sum_cluster_sq, 0.0 AS sum_cluster_cross, 0 AS sum_size_sq
 FROM empty e
 JOIN agg_requests a USING (window_start, slice)
-GROUP BY e.window_start, e.slice, e.route;
+GROUP BY e.window_start, e.slice, e.route, e.gold_version;

@@ -89,3 +89,59 @@ def test_demo_runs_from_the_cli_and_tells_the_story(tmp_path):
     read, loaded = con.sql("SELECT sum(n_read), sum(n_loaded) FROM ingest_files "
                            "WHERE kind = 'logs'").fetchall()[0]
     assert read == loaded + quarantined
+
+
+def day_rows(con, grain: str = "day") -> list[tuple]:
+    return con.execute(
+        "SELECT strftime(window_start, '%Y-%m-%d %H'), n, mean_recall FROM window_metrics "
+        "WHERE grain = $g AND slice = 'all' AND k = 5 ORDER BY 1", {"g": grain}).fetchall()
+
+
+def test_a_request_moved_to_another_day_leaves_no_stale_window(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    path = write_jsonl(tmp_path / "a.jsonl", [
+        request("r1", ["a", "b"], ts="2026-11-01T10:00:00Z"),
+        request("r2", ["a"], ts="2026-11-02T10:00:00Z")])
+    run(con, logs=[str(path)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    write_jsonl(path, [request("r1", ["a", "b"], ts="2026-11-01T10:00:00Z"),
+                       request("r2", ["a"], ts="2026-11-03T10:00:00Z")])
+    run(con, logs=[str(path)])
+    assert day_rows(con) == [("2026-11-01 00", 1, 1.0), ("2026-11-03 00", 1, 0.5)]
+    assert scored_days(con) == ["2026-11-01", "2026-11-03"]
+
+
+def test_a_day_whose_requests_were_removed_is_cleared_even_when_rescoring_all(con, tmp_path):
+    write_jsonl(tmp_path / "gold1.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"])])
+    a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"], ts="2026-11-01T10:00:00Z")])
+    b = write_jsonl(tmp_path / "b.jsonl", [request("r2", ["a"], ts="2026-11-02T10:00:00Z")])
+    run(con, logs=[str(a), str(b)], gold=str(tmp_path / "gold1.jsonl"), gold_version="v1")
+    write_jsonl(b, [])
+    run(con, logs=[str(a), str(b)], gold=str(tmp_path / "gold2.jsonl"), gold_version="v2")
+    assert day_rows(con) == [("2026-11-01 00", 1, 1.0)]
+    assert con.sql("SELECT request_id, gold_version FROM request_scores").fetchall() == [
+        ("r1", "v2")]
+
+
+def test_new_cutoffs_rescore_every_day(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"], ts="2026-11-01T10:00:00Z")])
+    run(con, logs=[str(a)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    b = write_jsonl(tmp_path / "b.jsonl", [request("r2", ["b"], ts="2026-11-02T10:00:00Z")])
+    summary = run(con, logs=[str(a), str(b)], cutoffs=(1, 2, 5))
+    assert len(summary.days_scored) == 2
+    cutoffs = con.sql("SELECT DISTINCT cutoffs FROM request_cutoffs").fetchall()
+    assert cutoffs == [([1, 2, 5],)]
+
+
+def test_run_keeps_hourly_metrics_current(con, tmp_path):
+    from pipeline.aggregate import aggregate
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"], ts="2026-11-01T10:00:00Z")])
+    run(con, logs=[str(a)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    aggregate(con, grain="hour")
+    b = write_jsonl(tmp_path / "b.jsonl", [request("r2", ["a", "b"],
+                                                   ts="2026-11-01T10:30:00Z")])
+    run(con, logs=[str(a), str(b)])
+    assert day_rows(con, "hour") == [("2026-11-01 10", 2, 0.75)]
