@@ -81,10 +81,10 @@ def _console(stderr: bool = False):
                    width=None if stream.isatty() else 110)
 
 
-def _connect(args, read_only: bool = False):
+def _connect(args, read_only: bool = False, must_exist: bool = False):
     from pipeline.warehouse import connect
 
-    return connect(args.warehouse, read_only=read_only)
+    return connect(args.warehouse, read_only=read_only, must_exist=must_exist)
 
 
 def _file_state(result) -> str:
@@ -135,7 +135,7 @@ def cmd_score(args) -> None:
     from pipeline.score import parse_cutoffs, score
 
     cutoffs = parse_cutoffs(args.cutoffs)
-    with _connect(args) as con, _progress() as progress:
+    with _connect(args, must_exist=True) as con, _progress() as progress:
         summary = score(con, start=args.start, end=args.end, cutoffs=cutoffs,
                         pass_mark=args.pass_mark, gold_version=args.gold_version,
                         progress=progress)
@@ -151,7 +151,7 @@ def cmd_score(args) -> None:
 def cmd_aggregate(args) -> None:
     from pipeline.aggregate import aggregate
 
-    with _connect(args) as con, _progress() as progress:
+    with _connect(args, must_exist=True) as con, _progress() as progress:
         summary = aggregate(con, grain=args.window, start=args.start, end=args.end,
                             pass_mark=args.pass_mark, progress=progress)
     if summary.start is None:
@@ -164,7 +164,7 @@ def cmd_aggregate(args) -> None:
 def cmd_report(args) -> None:
     from pipeline.report import write_report
 
-    with _connect(args) as con:
+    with _connect(args, read_only=True) as con:
         path = write_report(con, Path(args.out), k=args.k, gold_version=args.gold_version)
     print(f"report: {path.resolve()}")
 
@@ -228,11 +228,12 @@ def _print_summary_table(con) -> None:
     """Per index version: days, requests scored, mean recall on its first and last day and its
     lowest day — the shape of drift at a glance."""
     from rich.table import Table
+    from rich.text import Text
 
     from pipeline.report import default_k
     from pipeline.warehouse import sql
 
-    k, _ = default_k(con, "ids")
+    k, why = default_k(con, "ids")
     if k is None:
         print("no scored windows yet.")
         return
@@ -240,14 +241,17 @@ def _print_summary_table(con) -> None:
     if not rows:
         print("no scored windows yet.")
         return
-    table = Table(title=f"mean recall@{k} per day (served k), slice all, route ids")
+    served = " (the most common served k)" if why == "most common served k" else ""
+    table = Table(title=f"mean recall@{k} per day{served}, slice all, route ids")
     for name in ("index version", "k", "gold version", "days", "n", "first day", "last day",
                  "lowest day", "max index size"):
-        table.add_column(name, justify="left" if name.endswith("version") else "right",
-                         no_wrap=True)
+        if name.endswith("version"):  # logged text: may be long, must not be read as markup
+            table.add_column(name, overflow="fold", max_width=30)
+        else:
+            table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
     for version, gold, days, n, first, last, lowest, size in rows:
-        table.add_row(version, str(k), gold, str(days), str(n), f"{first:.3f}", f"{last:.3f}",
-                      f"{lowest:.3f}", f"{size or 0:,}")
+        table.add_row(Text(version), str(k), Text(gold), str(days), str(n), f"{first:.3f}",
+                      f"{last:.3f}", f"{lowest:.3f}", f"{size or 0:,}")
     _console().print(table)
 
 

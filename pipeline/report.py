@@ -24,6 +24,7 @@ from pathlib import Path
 import duckdb
 import jinja2
 
+from pipeline.errors import RecallwatchError
 from pipeline.warehouse import sql
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -74,9 +75,21 @@ def write_report(
     gold_choice = "given"
     if gold_version is None:
         gold_version, gold_choice = default_gold_version(con, route)
+    else:
+        known = [row["gold_version"] for row in _rows(con, sql("report_known_gold_versions"))]
+        if gold_version not in known:
+            raise RecallwatchError(
+                f"gold version {gold_version!r} is not in the warehouse; known: "
+                f"{', '.join(known) or 'none'}.")
     k_choice = "given"
     if k is None:
         k, k_choice = default_k(con, route)
+    else:
+        cutoffs = [row["k"] for row in _rows(con, sql("report_window_cutoffs"), route=route)]
+        if cutoffs and k not in cutoffs:
+            raise RecallwatchError(
+                f"--k {k} is not a scored cutoff; choose one of {', '.join(map(str, cutoffs))} "
+                "(or score with --cutoffs including it).")
     scope = Scope(route=route, k=k, gold_version=gold_version)
 
     summary = _summary(con, scope)

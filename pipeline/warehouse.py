@@ -47,13 +47,17 @@ def _normalize_arrow(texts: pa.Array) -> pa.Array:
     return pa.array([normalize_text(t) for t in texts.to_pylist()], type=pa.string())
 
 
-def connect(path: str | os.PathLike | None = None, *, read_only: bool = False):
-    """Open the warehouse (":memory:" works too), create missing tables, register helpers."""
+def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
+            must_exist: bool = False):
+    """Open the warehouse (":memory:" works too), create missing tables, register helpers.
+    With must_exist (or read_only), a missing file is an error rather than a new warehouse, so
+    a mistyped path is not silently an empty one."""
     target = str(path) if str(path) == ":memory:" else str(warehouse_path(path))
     if target != ":memory:":
-        if read_only and not Path(target).exists():
+        if (read_only or must_exist) and not Path(target).exists():
             raise RecallwatchError(
-                f"warehouse {target} does not exist yet: run `recallwatch ingest logs ...` first."
+                f"warehouse {target} does not exist: load logs into it first "
+                "(`recallwatch ingest logs PATH`), or point --warehouse at an existing one."
             )
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -181,3 +181,17 @@ def test_empty_range_is_a_clear_error(con, tmp_path):
     small(con, tmp_path, [request("r-1", ["a"])])
     with pytest.raises(RecallwatchError, match="the window is empty"):
         aggregate(con, start=datetime(2026, 11, 5), end=datetime(2026, 11, 1))
+
+
+def test_tags_with_equals_signs_prefixes_or_nulls_never_share_a_slice(con, tmp_path):
+    small(con, tmp_path, [
+        request("r-1", ["a"], tags={"a=b": "c"}),
+        request("r-2", ["a"], tags={"a": "b=c"}),
+        request("r-3", ["a"], tags={"tag.all": "x"}),
+        request("r-4", ["a"], tags={"all": "x"}),
+        request("r-5", ["a"], tags={"z": None}),
+        request("r-6", ["a"], tags={"z": "null"}),
+    ])
+    slices = dict(con.sql("SELECT slice, n FROM window_metrics WHERE k = 5").fetchall())
+    assert slices == {"all": 6, "index_version=idx-1": 6, "a\\=b=c": 1, "a=b=c": 1,
+                      "tag.tag.all=x": 1, "tag.all=x": 1, "z=null": 1}

@@ -124,3 +124,38 @@ def test_warehouse_comes_from_environment(tmp_path, monkeypatch, capsys):
     write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
     assert cli.main(["ingest", "logs", str(tmp_path / "logs.jsonl")]) == 0
     assert target.exists()
+
+
+@pytest.mark.parametrize("command", [["score"], ["aggregate"], ["report", "--out", "r"],
+                                     ["export", "quarantine", "q.csv"]])
+def test_commands_that_read_refuse_a_missing_warehouse(tmp_path, run_cli, warehouse, command):
+    code, _, err = run_cli(*command)
+    assert code == 2
+    assert f"warehouse {warehouse} does not exist" in err
+    assert not warehouse.exists()  # a mistyped path does not become an empty warehouse
+
+
+def test_report_rejects_unknown_gold_version_and_unscored_k(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [CLAIMS_GOLDEN])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["urban"], gold_id="g-bal")])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    run_cli("score", "--cutoffs", "1,5")
+    run_cli("aggregate")
+    code, _, err = run_cli("report", "--out", tmp_path / "r", "--gold-version", "NOPE")
+    assert code == 2 and "gold version 'NOPE' is not in the warehouse; known: v1." in err
+    code, _, err = run_cli("report", "--out", tmp_path / "r", "--k", "7")
+    assert code == 2 and "--k 7 is not a scored cutoff; choose one of 1, 5" in err
+    code, out, _ = run_cli("report", "--out", tmp_path / "r", "--k", "5")
+    assert code == 0 and "report.html" in out
+
+
+def test_summary_table_shows_logged_versions_as_text(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [CLAIMS_GOLDEN])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r-1", ["urban"], gold_id="g-bal", index_version="idx[/v2][bold]")])
+    code, out, err = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold",
+                             tmp_path / "gold.jsonl", "--gold-version", "G[/x]",
+                             "--out", tmp_path / "r")
+    assert code == 0, err
+    assert "idx[/v2][bold]" in out and "G[/x]" in out
