@@ -146,6 +146,13 @@ def cmd_score(args) -> None:
     print(f"scored {len(summary.windows)} day window(s) "
           f"{summary.windows[0][0]:%Y-%m-%d}..{summary.windows[-1][1]:%Y-%m-%d} "
           f"against gold {summary.gold_version} (route ids, cutoffs {args.cutoffs}): {statuses}")
+    joined = summary.joined
+    total = sum(joined.values())
+    if total:
+        matched = joined["by_gold_id"] + joined["by_query"]
+        print(f"matched a golden: {matched} of {total} ({matched / total:.1%}): "
+              f"{joined['by_gold_id']} by gold_id, {joined['by_query']} by normalized query; "
+              f"{joined['unmatched']} matched none")
 
 
 def cmd_aggregate(args) -> None:

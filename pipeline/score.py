@@ -30,6 +30,7 @@ class ScoreSummary:
     gold_version: str
     windows: tuple[tuple[datetime, datetime], ...]
     by_status: dict[str, int]
+    joined: dict[str, int]   # requests that found their golden by_gold_id / by_query / unmatched
 
 
 def parse_cutoffs(text: str) -> tuple[int, ...]:
@@ -145,10 +146,14 @@ def score(con, *, start: datetime | None = None, end: datetime | None = None,
         done += len(batch)
     if progress:
         progress("score", len(windows), len(windows))
-    by_status = {}
+    by_status, joined = {}, {}
     if windows:
+        span = {"route": route, "start": windows[0][0], "end": windows[-1][1]}
         by_status = dict(con.execute(
             "SELECT status, count(*) FROM request_scores WHERE route = $route "
             "AND timestamp >= $start AND timestamp < $end GROUP BY status ORDER BY status",
-            {"route": route, "start": windows[0][0], "end": windows[-1][1]}).fetchall())
-    return ScoreSummary(gold_version, tuple(windows), by_status)
+            span).fetchall())
+        cursor = con.execute(sql("gold_join_counts"), span)
+        names = [d[0] for d in cursor.description]
+        joined = dict(zip(names, cursor.fetchall()[0], strict=True))
+    return ScoreSummary(gold_version, tuple(windows), by_status, joined)

@@ -159,3 +159,19 @@ def test_summary_table_shows_logged_versions_as_text(tmp_path, run_cli):
                              "--out", tmp_path / "r")
     assert code == 0, err
     assert "idx[/v2][bold]" in out and "G[/x]" in out
+
+
+def test_score_reports_how_requests_found_their_golden(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [CLAIMS_GOLDEN])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r-1", ["urban"], gold_id="g-bal"),
+        request("r-2", ["urban"], gold_id=None,
+                query="what is the MINIMUM balance for a  savings account?"),
+        request("r-3", ["urban"], gold_id=None, query="something else"),
+    ])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    code, out, _ = run_cli("score")
+    assert code == 0
+    assert ("matched a golden: 2 of 3 (66.7%): 1 by gold_id, 1 by normalized query; "
+            "1 matched none") in out
