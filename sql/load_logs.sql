@@ -65,20 +65,33 @@ INSERT INTO request_copies (request_id, source, line)
 SELECT request_id, $source, line FROM stage_outcome WHERE reason IS NULL AND NOT insert_it;
 
 INSERT INTO requests
-WITH ranked AS (
-    -- best rank first (ties by chunk_id), so the first occurrence of a chunk is its best rank
-    SELECT c.*, list_sort(list_transform(c.retrieved,
-                                         lambda x: {'rank': x.rank, 'chunk_id': x.chunk_id}))
-                    AS by_rank
+WITH by_step AS (
+    -- each step's chunks in ranking order: by logged rank, ties by logged order
+    SELECT c.*, list_sort(list_transform(c.retrieved, lambda x: {
+               'step': x.step, 'rank': x.rank, 'position': x.position, 'chunk_id': x.chunk_id}))
+               AS ordered
     FROM stage_checked c
     SEMI JOIN stage_outcome o ON o.line = c.line AND o.insert_it
 ),
+placed AS (
+    -- a chunk's place is its position in its step's ranking (1, 2, 3, ... whatever the logged
+    -- rank values: ties, gaps or an offset do not change how many chunks came before it)
+    SELECT *, list_transform(ordered, lambda x: x.step) AS steps
+    FROM by_step
+),
+by_place AS (
+    SELECT *, list_sort(list_transform(ordered, lambda x, i: {
+               'place': CASE WHEN n_steps = 1 THEN i ELSE i - list_position(steps, x.step) + 1 END,
+               'chunk_id': x.chunk_id})) AS best_first
+    FROM placed
+),
 flat AS (
-    SELECT *, list_transform(by_rank, lambda x: x.chunk_id) AS ids,
-              list_transform(by_rank, lambda x: x.rank) AS ranks
-    FROM ranked
+    SELECT *, list_transform(best_first, lambda x: x.chunk_id) AS ids,
+              list_transform(best_first, lambda x: x.place) AS places
+    FROM by_place
 ),
 firsts AS (
+    -- the first occurrence of a chunk is its best place over all steps
     SELECT *, list_filter(range(1, len(ids) + 1), lambda i: list_position(ids, ids[i]) = i)
                   AS keep
     FROM flat
@@ -88,7 +101,7 @@ SELECT
     CASE WHEN gold_id IS NULL THEN norm_text(query) END,
     gold_id, index_version, index_size, k, n_steps, session_id, turn, tags, retrieved,
     list_transform(keep, lambda i: ids[i])::VARCHAR[],
-    list_transform(keep, lambda i: ranks[i])::INTEGER[],
+    list_transform(keep, lambda i: places[i])::INTEGER[],
     $source, line
 FROM firsts
 ORDER BY timestamp;

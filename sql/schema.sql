@@ -33,8 +33,9 @@ CREATE TABLE IF NOT EXISTS requests (
     tags          MAP(VARCHAR, VARCHAR),
     retrieved     STRUCT(step INTEGER, "position" INTEGER, chunk_id VARCHAR, rank INTEGER,
                          score DOUBLE, text VARCHAR)[] NOT NULL,
-    chunk_ids     VARCHAR[] NOT NULL,   -- distinct logged chunk IDs, best rank first
-    chunk_ranks   INTEGER[] NOT NULL,   -- best rank of each over all steps (same order)
+    chunk_ids     VARCHAR[] NOT NULL,   -- distinct logged chunk IDs, best place first
+    chunk_ranks   INTEGER[] NOT NULL,   -- best place of each in its step's ranking (1 = top),
+                                        -- over all steps; ties in logged rank go by list order
     source        VARCHAR   NOT NULL,
     line          BIGINT    NOT NULL
 );
@@ -136,7 +137,7 @@ CREATE TABLE IF NOT EXISTS miss_causes (
     index_version VARCHAR NOT NULL,
     chunk_id      VARCHAR NOT NULL,
     cause         VARCHAR NOT NULL,   -- not_in_index | beyond_k | not_retrieved
-    rank          INTEGER             -- logged rank when beyond_k
+    rank          INTEGER             -- place in the ranking (1 = top) when beyond_k
 );
 
 -- Public. One row per window x slice x route x cutoff k x gold version.

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 
 def best_ranks(steps: list[list[tuple[str, int]]]) -> dict[str, int]:
-    """chunk_id -> best rank over all steps (a chunk retrieved twice counts once)."""
+    """chunk_id -> best place over all steps (a chunk retrieved twice counts once). Each step
+    is a list of (chunk_id, logged rank) in logged order; a chunk's place is its position once
+    the step is ordered by logged rank, ties kept in logged order (a stable sort)."""
     best: dict[str, int] = {}
     for step in steps:
-        for chunk_id, rank in step:
-            best[chunk_id] = min(rank, best.get(chunk_id, rank))
+        ordered = sorted(step, key=lambda item: item[1])  # stable: ties keep logged order
+        for place, (chunk_id, _) in enumerate(ordered, start=1):
+            best[chunk_id] = min(place, best.get(chunk_id, place))
     return best
 
 

@@ -142,7 +142,10 @@ def test_scoring_is_repeatable(con, tmp_path):
 # ------------------------------------------------------------------------- properties
 
 chunk = st.sampled_from([f"c{i}" for i in range(12)])
-ranking = st.lists(chunk, max_size=15)
+# a logged ranking: chunk IDs in logged order, each with a logged rank (or none: list order);
+# ranks may tie, skip, start above 1 or disagree with the list order
+ranking = st.lists(st.tuples(chunk, st.integers(1, 8)), max_size=15)
+explicit_ranks = st.booleans()
 
 
 @st.composite
@@ -151,12 +154,14 @@ def scenario(draw):
     for i in range(draw(st.integers(1, 6))):
         gold = draw(st.lists(chunk, min_size=1, max_size=5, unique=True))
         steps = draw(st.lists(ranking, min_size=1, max_size=3))
+        if not draw(explicit_ranks):  # no logged rank: list order is the ranking
+            steps = [[(c, pos) for pos, (c, _) in enumerate(step, start=1)] for step in steps]
         k = draw(st.one_of(st.none(), st.integers(0, 12)))
         requests.append((f"r-{i}", gold, steps, k))
     return requests
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenario())
 def test_recall_at_k_matches_reference_and_is_monotone_in_unit_interval(tmp_path_factory, case):
@@ -165,7 +170,7 @@ def test_recall_at_k_matches_reference_and_is_monotone_in_unit_interval(tmp_path
     for request_id, gold, steps, k in case:
         gold_id = "g-" + request_id
         goldens.append(golden(gold_id, gold, question=request_id))
-        step_items = [[{"chunk_id": c} for c in step] for step in steps]
+        step_items = [[{"chunk_id": c, "rank": r} for c, r in step] for step in steps]
         extra = {"k": k} if k is not None else {}
         if len(steps) == 1:
             record = request(request_id, step_items[0], gold_id=gold_id, **extra)
@@ -174,9 +179,8 @@ def test_recall_at_k_matches_reference_and_is_monotone_in_unit_interval(tmp_path
                              **extra)
             del record["retrieved"]
         records.append(record)
-        ranked = [[(c, pos) for pos, c in enumerate(step, start=1)] for step in steps]
         served_k = k if k is not None else max(len(s) for s in steps)
-        expected[request_id] = (gold, ranked, served_k)
+        expected[request_id] = (gold, steps, served_k)
     con = connect(":memory:")
     cutoffs = (1, 2, 3, 5, 8, 13)
     load(con, tmp, goldens, records, cutoffs=cutoffs)
@@ -284,3 +288,27 @@ def test_score_without_window_scores_only_days_with_requests(con, tmp_path):
     assert summary_days == ["2026-01-01", "2026-11-01"]
     after = [w[0].date().isoformat() for w in score(con, start=datetime(2026, 6, 1)).windows]
     assert after == ["2026-11-01"]
+
+
+def test_logged_ranks_order_the_list_but_k_counts_places(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["c", "d"])], [
+        # ties: four chunks share rank 1; only two are served (k=2), in logged order
+        request("ties", [{"chunk_id": c, "rank": 1} for c in "abcd"], k=2),
+        # an offset and a gap: ranks 3, 4, 10 are still the top three places
+        request("gaps", [{"chunk_id": "a", "rank": 3}, {"chunk_id": "b", "rank": 4},
+                         {"chunk_id": "c", "rank": 10}]),
+        # logged rank disagrees with list order: rank wins
+        request("order", [{"chunk_id": "c", "rank": 2}, {"chunk_id": "a", "rank": 1}], k=1),
+    ], cutoffs=(1, 2, 3, 5))
+    result = scores(con)
+    assert result["ties"][1:5] == (2, 0, 0.0, 0.0)
+    assert result["gaps"][1:4] == (2, 1, 0.5) and result["gaps"][5] == 3
+    assert result["order"][1:4] == (2, 0, 0.0)
+    at_k = {(r, k): v for r, k, v in con.sql(
+        "SELECT request_id, k, recall FROM recall_at_k").fetchall()}
+    assert [at_k[("gaps", c)] for c in (1, 2, 3, 5)] == [0.0, 0.0, 0.5, 0.5]
+    causes = con.sql("SELECT request_id, chunk_id, cause, rank FROM miss_causes "
+                     "ORDER BY 1, 2").fetchall()
+    assert causes == [("gaps", "d", "not_retrieved", None),
+                      ("order", "c", "beyond_k", 2), ("order", "d", "not_retrieved", None),
+                      ("ties", "c", "beyond_k", 3), ("ties", "d", "beyond_k", 4)]
