@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.errors import RecallwatchError
-from pipeline.score import DEFAULT_PASS_MARK, setting
+from pipeline.score import current_pass_mark, save_settings, setting
 from pipeline.stats import clip_unit, cluster_t_interval, t_interval, wilson_interval
 from pipeline.warehouse import run_script, sql, transaction
 
@@ -57,8 +57,9 @@ def aggregate(con, *, grain: str = "day", start: datetime | None = None,
     """Recompute window_metrics for the windows of [start, end) (all data when not given)."""
     if grain not in GRAINS:
         raise RecallwatchError(f"--window {grain!r} must be one of {', '.join(GRAINS)}.")
-    if pass_mark is None:
-        pass_mark = float(setting(con, "pass_mark", str(DEFAULT_PASS_MARK)))
+    pass_mark = current_pass_mark(con, pass_mark)
+    if not 0.0 <= pass_mark <= 1.0:
+        raise RecallwatchError(f"--pass-mark {pass_mark} must lie in [0, 1].")
     start, end = _range(con, grain, start, end)
     if start is None:
         return AggregateSummary(grain, None, None, 0)
@@ -66,6 +67,7 @@ def aggregate(con, *, grain: str = "day", start: datetime | None = None,
         progress(f"aggregate by {grain}", 0, 2)
     params = {"start": start, "end": end, "grain": grain}
     with transaction(con):
+        save_settings(con, pass_mark=pass_mark)  # later runs keep (or rescore for) this mark
         run_script(con, "window_slices", params)
         run_script(con, "window_metrics", {
             "pass_mark": pass_mark,

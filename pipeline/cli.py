@@ -134,7 +134,7 @@ def cmd_ingest_index(args) -> None:
 def cmd_score(args) -> None:
     from pipeline.score import parse_cutoffs, score
 
-    cutoffs = parse_cutoffs(args.cutoffs)
+    cutoffs = parse_cutoffs(args.cutoffs) if args.cutoffs else None
     with _connect(args, must_exist=True) as con, _progress() as progress:
         summary = score(con, start=args.start, end=args.end, cutoffs=cutoffs,
                         pass_mark=args.pass_mark, gold_version=args.gold_version,
@@ -145,7 +145,8 @@ def cmd_score(args) -> None:
     statuses = ", ".join(f"{k} {v}" for k, v in summary.by_status.items()) or "no requests"
     print(f"scored {len(summary.windows)} day window(s) "
           f"{summary.windows[0][0]:%Y-%m-%d}..{summary.windows[-1][1]:%Y-%m-%d} "
-          f"against gold {summary.gold_version} (route ids, cutoffs {args.cutoffs}): {statuses}")
+          f"against gold {summary.gold_version} (route ids, cutoffs "
+          f"{','.join(map(str, summary.cutoffs))}): {statuses}")
     joined = summary.joined
     total = sum(joined.values())
     if total:
@@ -195,7 +196,8 @@ def cmd_run(args) -> None:
         raise RecallwatchError("--index takes VERSION=PATH, e.g. --index idx-v2=manifest.parquet.")
     with _connect(args) as con, _progress() as progress:
         summary = run(con, logs=args.logs, gold=args.gold, gold_version=args.gold_version,
-                      index=index, cutoffs=parse_cutoffs(args.cutoffs),
+                      index=index,
+                      cutoffs=parse_cutoffs(args.cutoffs) if args.cutoffs else None,
                       pass_mark=args.pass_mark,
                       report_dir=Path(args.out) if args.out else None, progress=progress)
         if summary.ingest:
@@ -304,18 +306,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(sub, "score", help="score context recall per request (route ids)")
     window_args(p, "score")
-    p.add_argument("--cutoffs", default=DEFAULT_CUTOFFS_TEXT,
-                   help=f"recall@k cutoffs (default {DEFAULT_CUTOFFS_TEXT})")
-    p.add_argument("--pass-mark", type=_unit, default=0.7,
-                   help="recall at or above this passes (default 0.7)")
+    p.add_argument("--cutoffs", help="recall@k cutoffs (default: those of the last run, at "
+                                      f"first {DEFAULT_CUTOFFS_TEXT})")
+    p.add_argument("--pass-mark", type=_unit,
+                   help="recall at or above this passes (default: the last one, at first 0.7)")
     p.add_argument("--gold-version", help="gold-set version (default: the last loaded)")
     p.set_defaults(func=cmd_score)
 
     p = command(sub, "aggregate", help="window metrics with intervals, per slice")
     p.add_argument("--window", choices=("day", "hour"), default="day")
     window_args(p, "aggregate")
-    p.add_argument("--pass-mark", type=_unit, default=None,
-                   help="default: the pass mark of the last score run")
+    p.add_argument("--pass-mark", type=_unit,
+                   help="default: the last one used, at first 0.7")
     p.set_defaults(func=cmd_aggregate)
 
     p = command(sub, "report", help="write the self-contained HTML report")
@@ -336,8 +338,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gold-version")
     p.add_argument("--index", action="append", metavar="VERSION=PATH",
                    help="index manifest to load first (repeatable)")
-    p.add_argument("--cutoffs", default=DEFAULT_CUTOFFS_TEXT)
-    p.add_argument("--pass-mark", type=_unit, default=0.7)
+    p.add_argument("--cutoffs", help="recall@k cutoffs (default: those of the last run, at "
+                                      f"first {DEFAULT_CUTOFFS_TEXT}); new ones rescore all")
+    p.add_argument("--pass-mark", type=_unit,
+                   help="default: the last one used, at first 0.7; a new one rescores all")
     p.add_argument("--out", metavar="DIR", default="reports/latest",
                    help="report directory (default reports/latest)")
     p.set_defaults(func=cmd_run)

@@ -112,7 +112,7 @@ def read_json_lines(path: Path, max_record_bytes: int) -> Iterator[tuple[int, st
         with _open_binary(path) as fh:
             for number, data in enumerate(fh, start=1):
                 if len(data) > max_record_bytes:
-                    raw = data[:RAW_LIMIT].decode("utf-8", errors="replace")
+                    raw = data[:RAW_LIMIT].rstrip(b"\r\n").decode("utf-8", errors="replace")
                     yield number, None, (
                         f"record too large: {len(data)} bytes (limit {max_record_bytes}; "
                         "raise it with --max-record-bytes)"
@@ -495,9 +495,9 @@ def ingest_gold(con, path: str, version: str) -> FileResult:
     loaded = con.execute("SELECT content_hash, source FROM gold_versions WHERE gold_version = $v",
                          {"v": version}).fetchall()
     if loaded:
-        unchanged = _unchanged(_previous(con, "gold", source, version), source, digest, "")
-        if loaded[0][0] == digest and unchanged:
-            return unchanged
+        if loaded[0][0] == digest:  # the same gold set, maybe from a copy of the file
+            first = _previous(con, "gold", loaded[0][1], version)
+            return FileResult(source, *(first[2:] if first else (0, 0, 0)), skipped=True)
         raise RecallwatchError(
             f"gold version {version!r} is already loaded from {loaded[0][1]} with different "
             "content; load the new gold set under a new --version."
@@ -570,6 +570,7 @@ def ingest_index(con, path: str, version: str) -> FileResult:
         raise RecallwatchError("--version must name the index version (e.g. idx-2026-10-28).")
     (file,) = _single_file(path, GOLD_SUFFIXES)
     source, digest = str(file), file_hash(file)
+    # unchanged only if this very file is what the version holds now
     unchanged = _unchanged(_previous(con, "index", source, version), source, digest, "")
     if unchanged:
         return unchanged
@@ -587,7 +588,6 @@ def ingest_index(con, path: str, version: str) -> FileResult:
     pick = {c: (f"CAST({q(c)} AS VARCHAR)" if c in columns else "NULL::VARCHAR")
             for c in ("index_version", "chunk_id", "content_hash", "text")}
     with transaction(con):
-        run_script(con, "forget_source", {"source": source, "kind": "index", "version": version})
         try:
             con.execute(
                 "CREATE OR REPLACE TEMP TABLE stage_index AS SELECT row_number() OVER () AS line,"

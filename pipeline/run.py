@@ -11,7 +11,14 @@ from pathlib import Path
 
 from pipeline.aggregate import aggregate
 from pipeline.ingest import IngestSummary, ingest_gold, ingest_index, ingest_logs
-from pipeline.score import DEFAULT_CUTOFFS, DEFAULT_PASS_MARK, score, setting
+from pipeline.score import (
+    current_cutoffs,
+    current_pass_mark,
+    latest_gold_version,
+    manifest_fingerprint,
+    score,
+    setting,
+)
 from pipeline.warehouse import sql
 
 
@@ -43,18 +50,21 @@ def contiguous(days: list[datetime]) -> list[tuple[datetime, datetime]]:
 
 def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
-        cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS, pass_mark: float = DEFAULT_PASS_MARK,
+        cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
         report_dir: Path | None = None, progress=None) -> RunSummary:
-    # New settings, a new gold set or a new manifest change every day's numbers: rescoring
-    # only some days would mix populations in one curve.
+    if gold:
+        ingest_gold(con, gold, gold_version or "")
+    for path, version in index or []:
+        ingest_index(con, path, version)
+    summary = ingest_logs(con, logs, progress=progress) if logs else None
+    # New cutoffs, pass mark, gold set or manifests (loaded here or by `ingest` since the last
+    # score) change every day's numbers: rescoring only some days would mix them in one curve.
+    cutoffs, pass_mark = current_cutoffs(con, cutoffs), current_pass_mark(con, pass_mark)
     rescore_all = bool(setting(con, "cutoffs", "")) and (
         setting(con, "cutoffs", "") != ",".join(map(str, cutoffs))
-        or float(setting(con, "pass_mark", str(pass_mark))) != pass_mark)
-    if gold:
-        rescore_all |= not ingest_gold(con, gold, gold_version or "").skipped
-    for path, version in index or []:
-        rescore_all |= not ingest_index(con, path, version).skipped
-    summary = ingest_logs(con, logs, progress=progress) if logs else None
+        or float(setting(con, "pass_mark", str(pass_mark))) != pass_mark
+        or setting(con, "gold_version", "") != latest_gold_version(con)
+        or setting(con, "manifests", "") != manifest_fingerprint(con))
     changed = [f.source for f in summary.files if not f.skipped] if summary else []
     ranges = [(None, None)] if rescore_all else contiguous(days_to_score(con, changed))
     grains = ["day"] + [g for g in ("hour",) if con.execute(

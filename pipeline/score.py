@@ -28,6 +28,7 @@ Progress = Callable[[str, int, int], None]
 @dataclass(frozen=True)
 class ScoreSummary:
     gold_version: str
+    cutoffs: tuple[int, ...]
     windows: tuple[tuple[datetime, datetime], ...]
     by_status: dict[str, int]
     joined: dict[str, int]   # requests that found their golden by_gold_id / by_query / unmatched
@@ -103,6 +104,28 @@ def batches(con, windows: list[tuple[datetime, datetime]],
     return groups
 
 
+def current_cutoffs(con, cutoffs: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The given cutoffs, else those of the last score run, else the defaults."""
+    if cutoffs is not None:
+        return tuple(cutoffs)
+    stored = setting(con, "cutoffs", "")
+    return tuple(int(c) for c in stored.split(",")) if stored else DEFAULT_CUTOFFS
+
+
+def current_pass_mark(con, pass_mark: float | None) -> float:
+    """The given pass mark, else the last one used, else the default."""
+    if pass_mark is not None:
+        return pass_mark
+    return float(setting(con, "pass_mark", str(DEFAULT_PASS_MARK)))
+
+
+def manifest_fingerprint(con) -> str:
+    """Which manifest content each index version holds: miss causes depend on it."""
+    return con.execute(
+        "SELECT coalesce(string_agg(version || ':' || content_hash, ',' ORDER BY version), '') "
+        "FROM ingest_files WHERE kind = 'index'").fetchall()[0][0]
+
+
 def save_settings(con, **values) -> None:
     for name, value in values.items():
         con.execute("DELETE FROM settings WHERE name = $name", {"name": name})
@@ -116,13 +139,17 @@ def setting(con, name: str, default: str) -> str:
 
 
 def score(con, *, start: datetime | None = None, end: datetime | None = None,
-          cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS, pass_mark: float = DEFAULT_PASS_MARK,
+          cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
           gold_version: str | None = None, route: str = "ids",
           batch_requests: int = BATCH_REQUESTS,
           progress: Progress | None = None) -> ScoreSummary:
-    """Score every request in [start, end) (every window with data when not given)."""
+    """Score every request in [start, end) (every window with data when not given). Cutoffs
+    and pass mark default to those of the last run (initially DEFAULT_CUTOFFS and 0.7)."""
     if route not in ROUTES:
         raise RecallwatchError(f"route {route!r} is not available; choose one of {ROUTES}.")
+    # unless given, the settings of the last run hold, so every day is scored alike
+    cutoffs = current_cutoffs(con, cutoffs)
+    pass_mark = current_pass_mark(con, pass_mark)
     if not 0.0 <= pass_mark <= 1.0:
         raise RecallwatchError(f"--pass-mark {pass_mark} must lie in [0, 1].")
     windows = day_windows(con, start, end, route)
@@ -133,7 +160,7 @@ def score(con, *, start: datetime | None = None, end: datetime | None = None,
         raise RecallwatchError(f"gold version {gold_version!r} is not loaded.")
     with transaction(con):
         save_settings(con, cutoffs=",".join(map(str, cutoffs)), pass_mark=pass_mark,
-                      gold_version=gold_version)
+                      gold_version=gold_version, manifests=manifest_fingerprint(con))
     done = 0
     for batch in batches(con, windows, batch_requests):
         if progress:
@@ -156,4 +183,4 @@ def score(con, *, start: datetime | None = None, end: datetime | None = None,
         cursor = con.execute(sql("gold_join_counts"), span)
         names = [d[0] for d in cursor.description]
         joined = dict(zip(names, cursor.fetchall()[0], strict=True))
-    return ScoreSummary(gold_version, tuple(windows), by_status, joined)
+    return ScoreSummary(gold_version, cutoffs, tuple(windows), by_status, joined)

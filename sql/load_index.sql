@@ -3,7 +3,12 @@
 -- index_version, chunk_id, content_hash, text). Parameters: $source, $version.
 -- content_hash defaults to sha256 of the text, so a manifest may carry either.
 
+-- a version is one snapshot, whichever file it came from before
 DELETE FROM index_chunks WHERE index_version = $version;
+
+DELETE FROM quarantine WHERE kind = 'index' AND version = $version;
+
+DELETE FROM ingest_files WHERE kind = 'index' AND version = $version;
 
 INSERT INTO quarantine (kind, version, source, line, reason, raw)
 SELECT 'index', $version, $source, line,

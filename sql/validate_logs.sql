@@ -90,4 +90,8 @@ CREATE OR REPLACE TEMP MACRO record_digest(request_id, ts, query, gold_id, index
         'request_id': request_id, 'timestamp': strftime(ts, '%Y-%m-%dT%H:%M:%S.%f'),
         'query': query, 'gold_id': gold_id, 'index_version': index_version,
         'index_size': index_size, 'k': k, 'session_id': session_id, 'turn': turn,
-        'tags': list_sort(map_entries(tags)), 'retrieved': retrieved})::VARCHAR);
+        'tags': list_sort(map_entries(tags)),
+        -- scores at float precision: a float32 column re-delivering a float64 one is the same
+        'retrieved': list_transform(retrieved, lambda x: {
+            'step': x.step, 'position': x.position, 'chunk_id': x.chunk_id, 'rank': x.rank,
+            'score': x.score::FLOAT, 'text': x.text})})::VARCHAR);

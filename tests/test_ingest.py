@@ -372,3 +372,36 @@ def test_gold_csv_with_byte_order_mark_reads_its_header(con, tmp_path):
     (tmp_path / "gold.csv").write_bytes(
         "\ufeffgold_id,question,gold_chunk_ids\ng-1,What?,a|b\n".encode())
     assert ingest_gold(con, str(tmp_path / "gold.csv"), "v1").loaded == 1
+
+
+def test_reloading_an_earlier_manifest_for_a_version_replaces_it(con, tmp_path):
+    pq.write_table(pa.table({"chunk_id": ["a", "b"], "text": ["A", "B"]}), tmp_path / "m1.parquet")
+    pq.write_table(pa.table({"chunk_id": ["a"], "text": ["A"]}), tmp_path / "m2.parquet")
+    ingest_index(con, str(tmp_path / "m1.parquet"), "idx-1")
+    ingest_index(con, str(tmp_path / "m2.parquet"), "idx-1")
+    assert not ingest_index(con, str(tmp_path / "m1.parquet"), "idx-1").skipped
+    assert con.sql("SELECT count(*) FROM index_chunks").fetchall()[0][0] == 2
+    assert con.sql("SELECT source FROM ingest_files WHERE kind = 'index'").fetchall() == [
+        (str(tmp_path / "m1.parquet"),)]
+
+
+def test_float32_scores_re_deliver_the_same_record(con, tmp_path):
+    record = request("r", [{"chunk_id": "a", "rank": 1, "score": 0.83}])
+    write_jsonl(tmp_path / "a.jsonl", [record])
+    table = pa.Table.from_pylist([record])
+    item = pa.struct([("chunk_id", pa.string()), ("rank", pa.int64()), ("score", pa.float32())])
+    table = table.set_column(table.schema.get_field_index("retrieved"), "retrieved",
+                             table.column("retrieved").cast(pa.list_(item)))
+    pq.write_table(table, tmp_path / "b.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet")])
+    assert [(f.loaded, f.quarantined) for f in summary.files] == [(1, 0), (1, 0)]
+
+
+def test_a_copy_of_a_loaded_gold_file_is_the_same_gold_set(con, tmp_path):
+    import shutil
+
+    path = write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    ingest_gold(con, str(path), "v1")
+    shutil.copy(path, tmp_path / "copy.jsonl")
+    result = ingest_gold(con, str(tmp_path / "copy.jsonl"), "v1")
+    assert result.skipped and result.loaded == 1

@@ -145,3 +145,38 @@ def test_run_keeps_hourly_metrics_current(con, tmp_path):
                                                    ts="2026-11-01T10:30:00Z")])
     run(con, logs=[str(a), str(b)])
     assert day_rows(con, "hour") == [("2026-11-01 10", 2, 0.75)]
+
+
+def test_gold_set_or_manifest_loaded_outside_run_rescores_every_day(con, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.ingest import ingest_gold, ingest_index
+
+    write_jsonl(tmp_path / "gold1.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"])])
+    a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"], ts="2026-11-01T10:00:00Z")])
+    run(con, logs=[str(a)], gold=str(tmp_path / "gold1.jsonl"), gold_version="v1")
+    ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2")
+    b = write_jsonl(tmp_path / "b.jsonl", [request("r2", ["a"], ts="2026-11-02T10:00:00Z")])
+    run(con, logs=[str(a), str(b)])
+    assert con.sql("SELECT DISTINCT gold_version FROM request_scores").fetchall() == [("v2",)]
+    pq.write_table(pa.table({"chunk_id": ["a"], "text": ["A"]}), tmp_path / "m.parquet")
+    ingest_index(con, str(tmp_path / "m.parquet"), "idx-1")
+    summary = run(con, logs=[str(a), str(b)])
+    assert len(summary.days_scored) == 2  # miss causes now know the manifest on both days
+
+
+def test_pass_mark_set_by_aggregate_holds_for_later_runs(con, tmp_path):
+    from pipeline.aggregate import aggregate
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"], ts="2026-11-01T10:00:00Z")])
+    run(con, logs=[str(a)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    aggregate(con, pass_mark=0.5)
+    b = write_jsonl(tmp_path / "b.jsonl", [request("r2", ["a"], ts="2026-11-02T10:00:00Z")])
+    summary = run(con, logs=[str(a), str(b)])
+    assert [d.day for d in summary.days_scored] == [2]  # no mark change, no full rescore
+    marks = con.sql("SELECT DISTINCT pass_mark, pass_rate FROM window_metrics "
+                    "WHERE slice = 'all' AND k = 5").fetchall()
+    assert marks == [(0.5, 1.0)]

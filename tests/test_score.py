@@ -312,3 +312,10 @@ def test_logged_ranks_order_the_list_but_k_counts_places(con, tmp_path):
     assert causes == [("gaps", "d", "not_retrieved", None),
                       ("order", "c", "beyond_k", 2), ("order", "d", "not_retrieved", None),
                       ("ties", "c", "beyond_k", 3), ("ties", "d", "beyond_k", 4)]
+
+
+def test_later_scores_keep_the_cutoffs_and_pass_mark_of_the_last_run(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a"])], [request("r-1", ["a"])], cutoffs=(1, 2))
+    summary = score(con)
+    assert summary.cutoffs == (1, 2)
+    assert con.sql("SELECT DISTINCT cutoffs FROM request_cutoffs").fetchall() == [([1, 2],)]
