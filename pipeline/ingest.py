@@ -2,8 +2,9 @@
 
 Every input record ends either loaded or in `quarantine` with its source, line and one reason,
 and per file `read = loaded + quarantined` is checked before the file's transaction commits.
-A file is ingested in one transaction; a file whose content hash is unchanged is skipped, and a
-file whose content changed replaces what it loaded before, so ingesting twice changes nothing.
+A file is ingested in one transaction; a file whose content hash and options are unchanged is
+skipped, and a file whose content changed replaces what it loaded before (a request it shared
+with another file stays), so ingesting twice changes nothing.
 JSON Lines (optionally gzipped) are read line by line here so that undecodable bytes and huge
 lines are caught with their line number; the rest of the checks run in SQL (sql/*_logs.sql),
 shared by JSONL and Parquet."""
@@ -32,7 +33,7 @@ DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 RAW_LIMIT = 65536
 _BATCH_LINES = 50_000
 LOG_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet")
-GOLD_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".json", ".csv", ".parquet")
+TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".csv", ".parquet")  # gold sets, manifests
 
 Progress = Callable[[str, int, int], None]
 
@@ -104,10 +105,12 @@ def _open_binary(path: Path):
     return gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
 
 
-def read_json_lines(path: Path, max_record_bytes: int) -> Iterator[tuple[int, str | None, str]]:
-    """Yield (line number, text or None, reason or raw) for each non-blank line. A line that is
-    not UTF-8 or is longer than the limit yields text None and the reason; its raw bytes are
-    kept, decoded with replacement characters and truncated."""
+def read_json_lines(
+    path: Path, max_record_bytes: int,
+) -> Iterator[tuple[int, str | None, str | None, str | None]]:
+    """Yield (line number, text, reason, raw) for each non-blank line. A line that is not UTF-8
+    or is longer than the limit has text None and a reason; its raw bytes are kept, decoded
+    with replacement characters and truncated."""
     try:
         with _open_binary(path) as fh:
             for number, data in enumerate(fh, start=1):
@@ -490,7 +493,7 @@ def ingest_gold(con, path: str, version: str) -> FileResult:
     no-op, loading different content under a loaded version is an error."""
     if not version or not version.strip():
         raise RecallwatchError("--version must name the gold-set version (e.g. gold-2026-11).")
-    (file,) = _single_file(path, GOLD_SUFFIXES)
+    (file,) = _single_file(path, TABLE_SUFFIXES)
     source, digest = str(file), file_hash(file)
     loaded = con.execute("SELECT content_hash, source FROM gold_versions WHERE gold_version = $v",
                          {"v": version}).fetchall()
@@ -568,7 +571,7 @@ def ingest_index(con, path: str, version: str) -> FileResult:
     is a snapshot: loading a version again replaces it."""
     if not version or not version.strip():
         raise RecallwatchError("--version must name the index version (e.g. idx-2026-10-28).")
-    (file,) = _single_file(path, GOLD_SUFFIXES)
+    (file,) = _single_file(path, TABLE_SUFFIXES)
     source, digest = str(file), file_hash(file)
     # unchanged only if this very file is what the version holds now
     unchanged = _unchanged(_previous(con, "index", source, version), source, digest, "")
