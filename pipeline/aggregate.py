@@ -67,7 +67,9 @@ def aggregate(con, *, grain: str = "day", start: datetime | None = None,
         progress(f"aggregate by {grain}", 0, 2)
     params = {"start": start, "end": end, "grain": grain}
     with transaction(con):
-        save_settings(con, pass_mark=pass_mark)  # later runs keep (or rescore for) this mark
+        # later runs keep this mark and every grain aggregated so far current
+        grains = set(setting(con, "grains", "day").split(",")) | {grain}
+        save_settings(con, pass_mark=pass_mark, grains=",".join(sorted(grains)))
         run_script(con, "window_slices", params)
         run_script(con, "window_metrics", {
             "pass_mark": pass_mark,

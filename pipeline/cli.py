@@ -134,7 +134,7 @@ def cmd_ingest_index(args) -> None:
 def cmd_score(args) -> None:
     from pipeline.score import parse_cutoffs, score
 
-    cutoffs = parse_cutoffs(args.cutoffs) if args.cutoffs else None
+    cutoffs = parse_cutoffs(args.cutoffs) if args.cutoffs is not None else None
     with _connect(args, must_exist=True) as con, _progress() as progress:
         summary = score(con, start=args.start, end=args.end, cutoffs=cutoffs,
                         pass_mark=args.pass_mark, gold_version=args.gold_version,
@@ -197,7 +197,7 @@ def cmd_run(args) -> None:
     with _connect(args) as con, _progress() as progress:
         summary = run(con, logs=args.logs, gold=args.gold, gold_version=args.gold_version,
                       index=index,
-                      cutoffs=parse_cutoffs(args.cutoffs) if args.cutoffs else None,
+                      cutoffs=parse_cutoffs(args.cutoffs) if args.cutoffs is not None else None,
                       pass_mark=args.pass_mark,
                       report_dir=Path(args.out) if args.out else None, progress=progress)
         if summary.ingest:

@@ -1,7 +1,9 @@
 """Run: every step for new data, in order — ingest the given files (unchanged files are
-skipped), score the day windows that gained, lost or moved requests or were never scored (all
-of them after a new gold set, manifest, cutoffs or pass mark), aggregate those windows in every
-grain kept, and write the report. The CLI's `run` and `demo` and any scheduler call this."""
+skipped), score the day windows that are out of date (they gained, lost or moved requests, were
+never scored, or were scored with another gold set, other cutoffs or other manifests than those
+in force, whichever command loaded them), aggregate those days — and days aggregated with
+another pass mark — in every grain kept, and write the report. The CLI's `run` and `demo` and
+any scheduler call this."""
 
 from __future__ import annotations
 
@@ -29,11 +31,14 @@ class RunSummary:
     report: Path | None
 
 
-def days_to_score(con, changed_sources: list[str], route: str = "ids") -> list[datetime]:
-    """Days with requests from files (re)ingested now, with requests never scored, or with
-    scores whose request is gone; a new gold version rescores everything (see run)."""
-    rows = con.execute(sql("days_to_score"),
-                       {"sources": changed_sources, "route": route}).fetchall()
+def days_to_score(con, changed_sources: list[str], *, gold_version: str,
+                  cutoffs: tuple[int, ...], route: str = "ids") -> list[datetime]:
+    """Days with requests from files (re)ingested now, with requests never scored, with scores
+    whose request is gone or moved, or scored with another gold set, cutoffs or manifests."""
+    rows = con.execute(sql("days_to_score"), {
+        "sources": changed_sources, "route": route, "gold_version": gold_version,
+        "cutoffs": ",".join(map(str, cutoffs)), "manifests": manifest_fingerprint(con),
+    }).fetchall()
     return [row[0] for row in rows]
 
 
@@ -57,33 +62,25 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
     for path, version in index or []:
         ingest_index(con, path, version)
     summary = ingest_logs(con, logs, progress=progress) if logs else None
-    # New cutoffs, pass mark, gold set or manifests (loaded here or by `ingest` since the last
-    # score) change every day's numbers: rescoring only some days would mix them in one curve.
-    cutoffs, pass_mark = current_cutoffs(con, cutoffs), current_pass_mark(con, pass_mark)
-    rescore_all = bool(setting(con, "cutoffs", "")) and (
-        setting(con, "cutoffs", "") != ",".join(map(str, cutoffs))
-        or float(setting(con, "pass_mark", str(pass_mark))) != pass_mark
-        or setting(con, "gold_version", "") != latest_gold_version(con)
-        or setting(con, "manifests", "") != manifest_fingerprint(con))
     changed = [f.source for f in summary.files if not f.skipped] if summary else []
-    ranges = [(None, None)] if rescore_all else contiguous(days_to_score(con, changed))
-    grains = ["day"] + [g for g in ("hour",) if con.execute(
-        "SELECT 1 FROM window_metrics WHERE grain = $g LIMIT 1", {"g": g}).fetchall()]
+    cutoffs, pass_mark = current_cutoffs(con, cutoffs), current_pass_mark(con, pass_mark)
     days: list[datetime] = []
-    for start, end in ranges:
-        scored = score(con, start=start, end=end, cutoffs=cutoffs, pass_mark=pass_mark,
-                       progress=progress)
-        days.extend(w[0] for w in scored.windows)
-        if not scored.windows:
-            continue
-        # unbounded (everything rescored): aggregate everything, stale windows included
-        bounds = ((None, None) if start is None
-                  else (scored.windows[0][0], scored.windows[-1][1]))
-        for grain in grains:  # every grain kept so far stays current
-            aggregate(con, grain=grain, start=bounds[0], end=bounds[1], pass_mark=pass_mark,
+    if con.execute("SELECT 1 FROM requests LIMIT 1").fetchall():
+        gold_version = gold_version or latest_gold_version(con)
+        # out-of-date days are found in the data (score_windows), whichever command left them
+        for start, end in contiguous(days_to_score(con, changed, gold_version=gold_version,
+                                                   cutoffs=cutoffs)):
+            scored = score(con, start=start, end=end, cutoffs=cutoffs, pass_mark=pass_mark,
+                           gold_version=gold_version, progress=progress)
+            days.extend(w[0] for w in scored.windows)
+    for grain in setting(con, "grains", "day").split(","):  # every grain kept stays current
+        stale = [row[0] for row in con.execute(sql("days_to_aggregate"), {
+            "grain": grain, "pass_mark": pass_mark, "route": "ids"}).fetchall()]
+        for start, end in contiguous(sorted(set(days) | set(stale))):
+            aggregate(con, grain=grain, start=start, end=end, pass_mark=pass_mark,
                       progress=progress)
     report = None
     if report_dir is not None:
         from pipeline.report import write_report
-        report = write_report(con, report_dir)
+        report = write_report(con, report_dir, gold_version=gold_version)
     return RunSummary(summary, tuple(days), report)

@@ -1,7 +1,8 @@
 """Score: context recall per request, one UTC day window at a time.
 
-Each window is replaced in one transaction (delete its rows, insert the new ones), so scoring a
-window twice changes nothing and scoring one day never touches another. Consecutive windows
+Each window is replaced in one transaction (delete its rows, insert the new ones, and drop the
+window metrics derived from the old ones), so scoring a window twice changes nothing once it is
+aggregated again, and scoring one day never touches another. Consecutive windows
 are scored together, in one transaction per batch of up to BATCH_REQUESTS requests: one large
 statement uses both cores far better than many small ones, and a batch is still replaced whole
 or not at all. The chunk-ID route is sql/score_ids.sql; this module picks the gold-set version
@@ -158,9 +159,11 @@ def score(con, *, start: datetime | None = None, end: datetime | None = None,
                         {"v": gold_version}).fetchall()
     if not known:
         raise RecallwatchError(f"gold version {gold_version!r} is not loaded.")
+    cutoffs_text, manifests = ",".join(map(str, cutoffs)), manifest_fingerprint(con)
+    # the configuration in force from now on; days scored otherwise are out of date and `run`
+    # rescores them (see score_windows)
     with transaction(con):
-        save_settings(con, cutoffs=",".join(map(str, cutoffs)), pass_mark=pass_mark,
-                      gold_version=gold_version, manifests=manifest_fingerprint(con))
+        save_settings(con, cutoffs=cutoffs_text, pass_mark=pass_mark)
     done = 0
     for batch in batches(con, windows, batch_requests):
         if progress:
@@ -170,6 +173,23 @@ def score(con, *, start: datetime | None = None, end: datetime | None = None,
             run_script(con, f"score_{route}", {
                 "start": batch[0][0], "end": batch[-1][1], "gold_version": gold_version,
                 "cutoffs": list(cutoffs)})
+            # a day counts as scored with this configuration only when all of it was
+            days = [w_start for w_start, w_end in batch
+                    if w_start.time() == datetime.min.time()
+                    and w_end == w_start + timedelta(days=1)]
+            # metrics derived from the old scores are void; `aggregate` (or `run`) rebuilds them
+            con.execute("DELETE FROM window_metrics WHERE route = $route "
+                        "AND window_start >= $start AND window_start < $end",
+                        {"route": route, "start": datetime.combine(batch[0][0].date(),
+                                                                   datetime.min.time()),
+                         "end": batch[-1][1]})
+            con.execute("DELETE FROM score_windows WHERE route = $route "
+                        "AND list_contains($days::TIMESTAMP[], day)",
+                        {"route": route, "days": days})
+            con.executemany(
+                "INSERT INTO score_windows VALUES ($route, $day, $gold, $cutoffs, $manifests)",
+                [{"route": route, "day": day, "gold": gold_version, "cutoffs": cutoffs_text,
+                  "manifests": manifests} for day in days])
         done += len(batch)
     if progress:
         progress("score", len(windows), len(windows))

@@ -20,11 +20,13 @@ from pipeline.errors import RecallwatchError
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 DEFAULT_WAREHOUSE = Path("warehouse") / "recallwatch.duckdb"
 DEFAULT_MEMORY_LIMIT = "2GB"
+# Bumped whenever stored rows change meaning (e.g. how places in a ranking are counted).
+FORMAT = 1
 
 PUBLIC_TABLES = ("request_scores", "recall_at_k", "window_metrics", "quarantine", "miss_causes")
 INTERNAL_TABLES = (
     "requests", "request_copies", "request_cutoffs", "goldens", "gold_versions", "index_chunks",
-    "ingest_files", "settings",
+    "ingest_files", "settings", "score_windows",
 )
 _IDENTIFIERS = frozenset(PUBLIC_TABLES + INTERNAL_TABLES)
 _PLAIN_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -80,13 +82,33 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
         raise RecallwatchError(
             f"RECALLWATCH_MEMORY_LIMIT={limit!r} is not a memory size; use e.g. 2GB or 512MB."
         ) from None
-    if not read_only:
-        con.execute(sql("schema"))
+    _check_format(con, target, create=not read_only)
     con.create_function(
         "norm_text", _normalize_arrow, ["VARCHAR"], "VARCHAR", type="arrow",
         side_effects=False,
     )
     return con
+
+
+def _check_format(con, target: str, *, create: bool) -> None:
+    """A warehouse records the format it was written in; one written by another format (older
+    ranking or table layout) is refused rather than mixed with new rows."""
+    existed = con.execute("SELECT count(*) FROM duckdb_tables() "
+                          "WHERE table_name = 'requests'").fetchall()[0][0] > 0
+    if create:
+        con.execute(sql("schema"))
+    if not existed:
+        if create:
+            con.execute("INSERT INTO settings VALUES ('format', $f)", {"f": str(FORMAT)})
+        return
+    rows = con.execute("SELECT value FROM settings WHERE name = 'format'").fetchall()
+    found = rows[0][0] if rows else "none"
+    if found != str(FORMAT):
+        con.close()
+        raise RecallwatchError(
+            f"warehouse {target} was written in format {found}, this recallwatch writes format "
+            f"{FORMAT}; ingest the logs again into a new warehouse (--warehouse NEW_PATH)."
+        )
 
 
 @functools.cache

@@ -1,7 +1,9 @@
--- days_to_score: the UTC days whose scores are out of date after an ingest.
+-- days_to_score: the UTC days whose scores are out of date.
 -- Grain: one row per day. Parameters: $sources (files ingested or re-ingested just now),
--- $route. A day qualifies when a file loaded requests into it, when it has requests never
--- scored on the route, or when it holds scores whose request is gone or moved to another day.
+-- $route, and the configuration in force: $gold_version, $cutoffs (e.g. '1,3,5'), $manifests.
+-- A day qualifies when a file loaded requests into it, when it has requests never scored on
+-- the route, when it holds scores whose request is gone or moved to another day, or when it
+-- was scored with another gold set, other cutoffs or other index manifests.
 
 SELECT DISTINCT date_trunc('day', timestamp) AS day FROM requests
 WHERE source IN (SELECT unnest($sources::VARCHAR[]))
@@ -16,4 +18,8 @@ UNION
 SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s
 JOIN requests r ON s.request_id = r.request_id
 WHERE date_trunc('day', s.timestamp) <> date_trunc('day', r.timestamp)
+UNION
+SELECT day FROM score_windows
+WHERE route = $route
+  AND (gold_version <> $gold_version OR cutoffs <> $cutoffs OR manifests <> $manifests)
 ORDER BY day;

@@ -168,8 +168,19 @@ CREATE TABLE IF NOT EXISTS window_metrics (
     n_excluded         BIGINT    NOT NULL    -- requests in the window and slice not scored
 );
 
--- Settings of the last score run that later steps reuse (cutoffs, pass mark).
+-- The configuration in force: cutoffs and pass mark (set by the last score/aggregate that was
+-- given them), and the warehouse format. Steps default to it.
 CREATE TABLE IF NOT EXISTS settings (
     name  VARCHAR NOT NULL,
     value VARCHAR NOT NULL
+);
+
+-- What each scored day window was scored with, so that `run` can tell which days a new gold
+-- set, manifest or set of cutoffs left out of date. One row per route and day.
+CREATE TABLE IF NOT EXISTS score_windows (
+    route        VARCHAR   NOT NULL,
+    day          TIMESTAMP NOT NULL,   -- the UTC day the window lies in
+    gold_version VARCHAR   NOT NULL,
+    cutoffs      VARCHAR   NOT NULL,   -- e.g. '1,3,5,10'
+    manifests    VARCHAR   NOT NULL    -- manifest_fingerprint() when scored
 );

@@ -94,4 +94,6 @@ CREATE OR REPLACE TEMP MACRO record_digest(request_id, ts, query, gold_id, index
         -- scores at float precision: a float32 column re-delivering a float64 one is the same
         'retrieved': list_transform(retrieved, lambda x: {
             'step': x.step, 'position': x.position, 'chunk_id': x.chunk_id, 'rank': x.rank,
-            'score': x.score::FLOAT, 'text': x.text})})::VARCHAR);
+            'score': CASE WHEN abs(x.score) <= 3.4e38 THEN x.score::FLOAT END, 'text': x.text,
+            'score_as_logged': CASE WHEN NOT abs(x.score) <= 3.4e38 THEN x.score END})}
+        )::VARCHAR);

@@ -175,3 +175,22 @@ def test_score_reports_how_requests_found_their_golden(tmp_path, run_cli):
     assert code == 0
     assert ("matched a golden: 2 of 3 (66.7%): 1 by gold_id, 1 by normalized query; "
             "1 matched none") in out
+
+
+def test_empty_cutoffs_are_rejected_not_ignored(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [CLAIMS_GOLDEN])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["urban"], gold_id="g-bal")])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    code, _, err = run_cli("score", "--cutoffs", "")
+    assert code == 2 and "--cutoffs '' must be" in err
+
+
+def test_warehouse_of_another_format_is_refused(tmp_path, run_cli, warehouse):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    con = duckdb.connect(str(warehouse))
+    con.execute("UPDATE settings SET value = '0' WHERE name = 'format'")
+    con.close()
+    code, _, err = run_cli("score")
+    assert code == 2 and "was written in format 0, this recallwatch writes format 1" in err

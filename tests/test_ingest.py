@@ -405,3 +405,11 @@ def test_a_copy_of_a_loaded_gold_file_is_the_same_gold_set(con, tmp_path):
     shutil.copy(path, tmp_path / "copy.jsonl")
     result = ingest_gold(con, str(tmp_path / "copy.jsonl"), "v1")
     assert result.skipped and result.loaded == 1
+
+
+def test_scores_beyond_float_range_re_deliver_without_error(con, tmp_path):
+    record = request("r", [{"chunk_id": "a", "score": 1e39}])
+    write_jsonl(tmp_path / "a.jsonl", [record, record])
+    write_jsonl(tmp_path / "b.jsonl", [record])
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    assert [(f.loaded, f.quarantined) for f in summary.files] == [(2, 0), (1, 0)]

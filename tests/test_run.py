@@ -180,3 +180,58 @@ def test_pass_mark_set_by_aggregate_holds_for_later_runs(con, tmp_path):
     marks = con.sql("SELECT DISTINCT pass_mark, pass_rate FROM window_metrics "
                     "WHERE slice = 'all' AND k = 5").fetchall()
     assert marks == [(0.5, 1.0)]
+
+
+def three_days(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    logs = [write_jsonl(tmp_path / f"d{d}.jsonl",
+                        [request(f"r{d}", ["a"], ts=f"2026-11-0{d}T10:00:00Z")])
+            for d in (1, 2, 3)]
+    run(con, logs=[str(p) for p in logs], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    return [str(p) for p in logs]
+
+
+def test_new_cutoffs_given_to_a_windowed_score_reach_every_day_on_the_next_run(con, tmp_path):
+    from pipeline.score import score
+
+    logs = three_days(con, tmp_path)
+    score(con, start=datetime(2026, 11, 2), end=datetime(2026, 11, 3), cutoffs=(1, 2))
+    summary = run(con, logs=logs)
+    assert [d.day for d in summary.days_scored] == [1, 3]
+    assert con.sql("SELECT DISTINCT cutoffs FROM request_cutoffs").fetchall() == [([1, 2],)]
+    assert con.sql("SELECT DISTINCT k FROM window_metrics ORDER BY k").fetchall() == [(1,), (2,)]
+
+
+def test_a_gold_set_used_by_a_windowed_score_reaches_every_day_on_the_next_run(con, tmp_path):
+    from pipeline.ingest import ingest_gold
+    from pipeline.score import score
+
+    logs = three_days(con, tmp_path)
+    write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"])])
+    ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2")
+    score(con, start=datetime(2026, 11, 2), end=datetime(2026, 11, 3))
+    run(con, logs=logs)
+    assert con.sql("SELECT DISTINCT gold_version, recall FROM request_scores").fetchall() == [
+        ("v2", 1.0)]
+
+
+def test_a_pass_mark_given_to_score_reaches_every_day_on_the_next_run(con, tmp_path):
+    from pipeline.score import score
+
+    logs = three_days(con, tmp_path)
+    score(con, start=datetime(2026, 11, 2), end=datetime(2026, 11, 3), pass_mark=0.5)
+    summary = run(con, logs=logs)
+    assert summary.days_scored == ()  # a pass mark needs no rescoring, only aggregation
+    marks = con.sql("SELECT DISTINCT pass_mark, pass_rate FROM window_metrics").fetchall()
+    assert marks == [(0.5, 1.0)]
+
+
+def test_run_scores_with_the_gold_version_it_was_given(con, tmp_path):
+    from pipeline.ingest import ingest_gold
+
+    write_jsonl(tmp_path / "gold1.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"])])
+    ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2")
+    a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"])])
+    run(con, logs=[str(a)], gold=str(tmp_path / "gold1.jsonl"), gold_version="v1")
+    assert con.sql("SELECT gold_version FROM request_scores").fetchall() == [("v1",)]

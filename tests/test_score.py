@@ -142,10 +142,9 @@ def test_scoring_is_repeatable(con, tmp_path):
 # ------------------------------------------------------------------------- properties
 
 chunk = st.sampled_from([f"c{i}" for i in range(12)])
-# a logged ranking: chunk IDs in logged order, each with a logged rank (or none: list order);
-# ranks may tie, skip, start above 1 or disagree with the list order
-ranking = st.lists(st.tuples(chunk, st.integers(1, 8)), max_size=15)
-explicit_ranks = st.booleans()
+# a logged ranking: chunk IDs in logged order, each with a logged rank or none (then its list
+# position stands in); ranks may tie, skip, start above 1 or disagree with the list order
+ranking = st.lists(st.tuples(chunk, st.one_of(st.none(), st.integers(1, 8))), max_size=15)
 
 
 @st.composite
@@ -154,23 +153,20 @@ def scenario(draw):
     for i in range(draw(st.integers(1, 6))):
         gold = draw(st.lists(chunk, min_size=1, max_size=5, unique=True))
         steps = draw(st.lists(ranking, min_size=1, max_size=3))
-        if not draw(explicit_ranks):  # no logged rank: list order is the ranking
-            steps = [[(c, pos) for pos, (c, _) in enumerate(step, start=1)] for step in steps]
         k = draw(st.one_of(st.none(), st.integers(0, 12)))
         requests.append((f"r-{i}", gold, steps, k))
     return requests
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(scenario())
-def test_recall_at_k_matches_reference_and_is_monotone_in_unit_interval(tmp_path_factory, case):
-    tmp = tmp_path_factory.mktemp("prop")
+def log_records(case) -> tuple[list, list, dict]:
+    """Gold set, log records (rank key left out where none is logged) and what the reference
+    expects, for one generated case."""
     goldens, records, expected = [], [], {}
     for request_id, gold, steps, k in case:
         gold_id = "g-" + request_id
         goldens.append(golden(gold_id, gold, question=request_id))
-        step_items = [[{"chunk_id": c, "rank": r} for c, r in step] for step in steps]
+        step_items = [[{"chunk_id": c} if r is None else {"chunk_id": c, "rank": r}
+                       for c, r in step] for step in steps]
         extra = {"k": k} if k is not None else {}
         if len(steps) == 1:
             record = request(request_id, step_items[0], gold_id=gold_id, **extra)
@@ -179,11 +175,45 @@ def test_recall_at_k_matches_reference_and_is_monotone_in_unit_interval(tmp_path
                              **extra)
             del record["retrieved"]
         records.append(record)
+        ranked = [[(c, pos if r is None else r) for pos, (c, r) in enumerate(step, start=1)]
+                  for step in steps]
         served_k = k if k is not None else max(len(s) for s in steps)
-        expected[request_id] = (gold, steps, served_k)
+        expected[request_id] = (gold, ranked, served_k)
+    return goldens, records, expected
+
+
+def write_parquet_logs(path, records) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    item = pa.struct([("chunk_id", pa.string()), ("rank", pa.int64())])
+    schema = pa.schema([
+        ("request_id", pa.string()), ("timestamp", pa.string()), ("query", pa.string()),
+        ("index_version", pa.string()), ("gold_id", pa.string()), ("k", pa.int64()),
+        ("retrieved", pa.list_(item)), ("retrieval_steps", pa.list_(pa.list_(item))),
+    ])
+    pq.write_table(pa.Table.from_pylist(records, schema=schema), path)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=scenario(), logged_as=st.sampled_from(["jsonl", "parquet"]))
+def test_recall_at_k_matches_reference_and_is_monotone_in_unit_interval(tmp_path_factory, case,
+                                                                          logged_as):
+    tmp = tmp_path_factory.mktemp("prop")
+    goldens, records, expected = log_records(case)
     con = connect(":memory:")
     cutoffs = (1, 2, 3, 5, 8, 13)
-    load(con, tmp, goldens, records, cutoffs=cutoffs)
+    write_jsonl(tmp / "gold.jsonl", goldens)
+    ingest_gold(con, str(tmp / "gold.jsonl"), "v1")
+    if logged_as == "jsonl":
+        write_jsonl(tmp / "logs.jsonl", records)
+        ingest_logs(con, [str(tmp / "logs.jsonl")])
+    else:
+        write_parquet_logs(tmp / "logs.parquet", records)
+        ingest_logs(con, [str(tmp / "logs.parquet")])
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall()[0][0] == 0
+    score(con, cutoffs=cutoffs)
     rows = con.sql("SELECT request_id, k, recall, precision, hit FROM recall_at_k "
                    "ORDER BY request_id, k").fetchall()
     assert len(rows) == len(case) * len(cutoffs)
