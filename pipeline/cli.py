@@ -202,7 +202,8 @@ def cmd_run(args) -> None:
                       report_dir=Path(args.out) if args.out else None, progress=progress)
         if summary.ingest:
             _print_ingest(summary.ingest, every_file=len(summary.ingest.files) <= 10)
-        print(f"scored and aggregated {len(summary.days_scored)} day window(s)")
+        print(f"scored {len(summary.days_scored)} day window(s), aggregated "
+              f"{len(summary.days_aggregated)} day(s)")
         _print_summary_table(con)
     if summary.report:
         print(f"report: {summary.report.resolve()}")

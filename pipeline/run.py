@@ -28,6 +28,7 @@ from pipeline.warehouse import sql
 class RunSummary:
     ingest: IngestSummary | None
     days_scored: tuple[datetime, ...]
+    days_aggregated: tuple[datetime, ...]
     report: Path | None
 
 
@@ -73,14 +74,16 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
             scored = score(con, start=start, end=end, cutoffs=cutoffs, pass_mark=pass_mark,
                            gold_version=gold_version, progress=progress)
             days.extend(w[0] for w in scored.windows)
+    aggregated: set[datetime] = set()
     for grain in setting(con, "grains", "day").split(","):  # every grain kept stays current
         stale = [row[0] for row in con.execute(sql("days_to_aggregate"), {
             "grain": grain, "pass_mark": pass_mark, "route": "ids"}).fetchall()]
         for start, end in contiguous(sorted(set(days) | set(stale))):
             aggregate(con, grain=grain, start=start, end=end, pass_mark=pass_mark,
                       progress=progress)
+        aggregated |= set(days) | set(stale)
     report = None
     if report_dir is not None:
         from pipeline.report import write_report
         report = write_report(con, report_dir, gold_version=gold_version)
-    return RunSummary(summary, tuple(days), report)
+    return RunSummary(summary, tuple(days), tuple(sorted(aggregated)), report)

@@ -159,37 +159,27 @@ def score(con, *, start: datetime | None = None, end: datetime | None = None,
                         {"v": gold_version}).fetchall()
     if not known:
         raise RecallwatchError(f"gold version {gold_version!r} is not loaded.")
-    cutoffs_text, manifests = ",".join(map(str, cutoffs)), manifest_fingerprint(con)
-    # the configuration in force from now on; days scored otherwise are out of date and `run`
-    # rescores them (see score_windows)
-    with transaction(con):
-        save_settings(con, cutoffs=cutoffs_text, pass_mark=pass_mark)
+    config = {"route": route, "gold": gold_version, "cutoffs": ",".join(map(str, cutoffs)),
+              "manifests": manifest_fingerprint(con)}
+    # Given cutoffs and pass mark are in force from now on (saved with the first batch, or
+    # alone when there is nothing to score); days scored otherwise are out of date and `run`
+    # rescores them (see score_windows).
+    groups = batches(con, windows, batch_requests)
+    if not groups:
+        with transaction(con):
+            save_settings(con, cutoffs=config["cutoffs"], pass_mark=pass_mark)
     done = 0
-    for batch in batches(con, windows, batch_requests):
+    for batch in groups:
         if progress:
             progress(f"score {batch[0][0]:%Y-%m-%d}..{batch[-1][1]:%Y-%m-%d}", done,
                      len(windows))
         with transaction(con):
+            save_settings(con, cutoffs=config["cutoffs"], pass_mark=pass_mark)
             run_script(con, f"score_{route}", {
                 "start": batch[0][0], "end": batch[-1][1], "gold_version": gold_version,
                 "cutoffs": list(cutoffs)})
-            # a day counts as scored with this configuration only when all of it was
-            days = [w_start for w_start, w_end in batch
-                    if w_start.time() == datetime.min.time()
-                    and w_end == w_start + timedelta(days=1)]
-            # metrics derived from the old scores are void; `aggregate` (or `run`) rebuilds them
-            con.execute("DELETE FROM window_metrics WHERE route = $route "
-                        "AND window_start >= $start AND window_start < $end",
-                        {"route": route, "start": datetime.combine(batch[0][0].date(),
-                                                                   datetime.min.time()),
-                         "end": batch[-1][1]})
-            con.execute("DELETE FROM score_windows WHERE route = $route "
-                        "AND list_contains($days::TIMESTAMP[], day)",
-                        {"route": route, "days": days})
-            con.executemany(
-                "INSERT INTO score_windows VALUES ($route, $day, $gold, $cutoffs, $manifests)",
-                [{"route": route, "day": day, "gold": gold_version, "cutoffs": cutoffs_text,
-                  "manifests": manifests} for day in days])
+            run_script(con, "record_score_windows", {
+                **config, "windows": [{"start": a, "end": b} for a, b in batch]})
         done += len(batch)
     if progress:
         progress("score", len(windows), len(windows))

@@ -91,24 +91,39 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
 
 
 def _check_format(con, target: str, *, create: bool) -> None:
-    """A warehouse records the format it was written in; one written by another format (older
-    ranking or table layout) is refused rather than mixed with new rows."""
-    existed = con.execute("SELECT count(*) FROM duckdb_tables() "
-                          "WHERE table_name = 'requests'").fetchall()[0][0] > 0
-    if create:
-        con.execute(sql("schema"))
-    if not existed:
-        if create:
+    """A warehouse records the format it was written in. Before anything is written, one in
+    another format (or not a recallwatch warehouse at all) is refused rather than mixed with
+    new rows; an empty file becomes a new warehouse."""
+    tables = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    if not tables:
+        if not create:
+            con.close()
+            raise RecallwatchError(
+                f"warehouse {target} is empty: load logs into it first "
+                "(`recallwatch ingest logs PATH`).")
+        with transaction(con):
+            con.execute(sql("schema"))
             con.execute("INSERT INTO settings VALUES ('format', $f)", {"f": str(FORMAT)})
         return
-    rows = con.execute("SELECT value FROM settings WHERE name = 'format'").fetchall()
-    found = rows[0][0] if rows else "none"
+    found = None
+    if "settings" in tables:
+        rows = con.execute("SELECT value FROM settings WHERE name = 'format'").fetchall()
+        found = rows[0][0] if rows else None
     if found != str(FORMAT):
         con.close()
-        raise RecallwatchError(
-            f"warehouse {target} was written in format {found}, this recallwatch writes format "
-            f"{FORMAT}; ingest the logs again into a new warehouse (--warehouse NEW_PATH)."
-        )
+        if found is None:
+            advice = ("it is not a recallwatch warehouse, or one too old to say its format; "
+                      "ingest the logs into a new warehouse (--warehouse NEW_PATH)")
+        elif found.isdigit() and int(found) > FORMAT:
+            advice = (f"it was written in format {found} by a newer recallwatch (this one "
+                      f"writes format {FORMAT}); upgrade recallwatch")
+        else:
+            advice = (f"it was written in format {found}, this recallwatch writes format "
+                      f"{FORMAT}; ingest the logs again into a new warehouse (--warehouse "
+                      "NEW_PATH)")
+        raise RecallwatchError(f"warehouse {target} cannot be used: {advice}.")
+    if create:
+        con.execute(sql("schema"))  # tables added since the warehouse was made
 
 
 @functools.cache

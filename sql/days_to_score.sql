@@ -22,4 +22,9 @@ UNION
 SELECT day FROM score_windows
 WHERE route = $route
   AND (gold_version <> $gold_version OR cutoffs <> $cutoffs OR manifests <> $manifests)
+UNION
+-- a day with requests but no record of being scored whole (only parts of it were)
+SELECT DISTINCT date_trunc('day', r.timestamp) FROM requests r
+WHERE NOT EXISTS (SELECT 1 FROM score_windows w
+                  WHERE w.route = $route AND w.day = date_trunc('day', r.timestamp))
 ORDER BY day;

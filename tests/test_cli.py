@@ -194,3 +194,20 @@ def test_warehouse_of_another_format_is_refused(tmp_path, run_cli, warehouse):
     con.close()
     code, _, err = run_cli("score")
     assert code == 2 and "was written in format 0, this recallwatch writes format 1" in err
+    code, _, err = run_cli("report", "--out", tmp_path / "r")
+    assert code == 2 and "cannot be used" in err
+
+
+def test_a_duckdb_file_of_another_tool_is_not_adopted(tmp_path, run_cli, warehouse):
+    warehouse.parent.mkdir(parents=True)
+    con = duckdb.connect(str(warehouse))
+    con.execute("CREATE TABLE orders (id INTEGER)")
+    con.close()
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    for command in (["ingest", "logs", tmp_path / "logs.jsonl"], ["export", "quarantine",
+                                                                   tmp_path / "q.csv"]):
+        code, _, err = run_cli(*command)
+        assert code == 2 and "it is not a recallwatch warehouse" in err
+    con = duckdb.connect(str(warehouse), read_only=True)
+    assert [r[0] for r in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()] == [
+        "orders"]

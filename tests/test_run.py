@@ -235,3 +235,28 @@ def test_run_scores_with_the_gold_version_it_was_given(con, tmp_path):
     a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"])])
     run(con, logs=[str(a)], gold=str(tmp_path / "gold1.jsonl"), gold_version="v1")
     assert con.sql("SELECT gold_version FROM request_scores").fetchall() == [("v1",)]
+
+
+def test_part_day_scores_are_made_whole_by_the_next_run(con, tmp_path):
+    from pipeline.aggregate import aggregate
+    from pipeline.ingest import ingest_gold
+    from pipeline.score import score
+
+    logs = three_days(con, tmp_path)
+    aggregate(con, grain="hour")
+    write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"])])
+    ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2")
+    # only the afternoon of day 1 and the morning of day 2, with the old gold set
+    score(con, start=datetime(2026, 11, 1, 12), end=datetime(2026, 11, 2, 12),
+          gold_version="v1", cutoffs=(1, 2))
+    score(con, start=datetime(2026, 11, 3, 12), end=datetime(2026, 11, 3, 18))  # no requests
+    run(con, logs=logs)
+    assert con.sql("SELECT DISTINCT gold_version FROM request_scores").fetchall() == [("v2",)]
+    assert con.sql("SELECT DISTINCT cutoffs FROM request_cutoffs").fetchall() == [([1, 2],)]
+    hours = con.sql("SELECT strftime(window_start, '%d %H') FROM window_metrics "
+                    "WHERE grain = 'hour' AND slice = 'all' AND k = 1 ORDER BY 1").fetchall()
+    assert hours == [("01 10",), ("02 10",), ("03 10",)]
+    from tests.conftest import snapshot
+    before = snapshot(con)
+    assert run(con, logs=logs).days_scored == ()
+    assert snapshot(con) == before
