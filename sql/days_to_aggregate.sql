@@ -1,6 +1,7 @@
--- days_to_aggregate: the UTC days whose window metrics of a grain are out of date: scored but
--- not aggregated since (scoring drops a day's metrics), or aggregated with another pass mark
--- than the one in force. Grain: one row per day. Parameters: $grain, $pass_mark, $route.
+-- days_to_aggregate: the UTC days whose window metrics of a grain are out of date: a window of
+-- the day has scores but no metrics (scoring drops a day's metrics; an aggregation may have
+-- covered only part of the day), or the day was aggregated with another pass mark than the one
+-- in force. Grain: one row per day. Parameters: $grain, $pass_mark, $route.
 
 SELECT DISTINCT date_trunc('day', window_start) AS day
 FROM window_metrics
@@ -11,6 +12,5 @@ WHERE s.route = $route
   AND NOT EXISTS (
       SELECT 1 FROM window_metrics w
       WHERE w.grain = $grain AND w.route = $route
-        AND w.window_start >= date_trunc('day', s.timestamp)
-        AND w.window_start < date_trunc('day', s.timestamp) + INTERVAL 1 DAY)
+        AND w.window_start = date_trunc($grain, s.timestamp))
 ORDER BY day;

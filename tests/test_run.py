@@ -260,3 +260,17 @@ def test_part_day_scores_are_made_whole_by_the_next_run(con, tmp_path):
     before = snapshot(con)
     assert run(con, logs=logs).days_scored == ()
     assert snapshot(con) == before
+
+
+def test_hours_left_out_by_a_partial_hourly_aggregation_are_filled_by_run(con, tmp_path):
+    from pipeline.aggregate import aggregate
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    a = write_jsonl(tmp_path / "a.jsonl", [
+        request(f"r{h}", ["a"], ts=f"2026-11-01T{h:02d}:30:00Z") for h in (3, 9, 15)])
+    run(con, logs=[str(a)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    aggregate(con, grain="hour", start=datetime(2026, 11, 1, 8), end=datetime(2026, 11, 1, 12))
+    run(con, logs=[str(a)])
+    hours = con.sql("SELECT hour(window_start) FROM window_metrics WHERE grain = 'hour' "
+                    "AND slice = 'all' AND k = 1 ORDER BY 1").fetchall()
+    assert hours == [(3,), (9,), (15,)]
