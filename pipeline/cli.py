@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pipeline.errors import RecallwatchError
+from pipeline.score import DEFAULT_CUTOFFS
 
-DEFAULT_CUTOFFS_TEXT = "1,3,5,10,20,50,100"
+DEFAULT_CUTOFFS_TEXT = ",".join(map(str, DEFAULT_CUTOFFS))
 
 
 # ---------------------------------------------------------------------------------- helpers
