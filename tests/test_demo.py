@@ -1,6 +1,7 @@
-"""Tests for pipeline.demo: the demo world is reproducible, follows the data contract of
-DESIGN.md §2 and tells its recall story. Every figure is recomputed here from the written files
-with DuckDB and the standard library, independently of the pipeline's own ingest and scoring.
+"""Tests for pipeline.demo: the demo world is reproducible, writes its logs, gold set and index
+manifests in the formats the README's Inputs section describes, and tells its recall story.
+Every figure is recomputed here from the written files with DuckDB and the standard library,
+independently of the pipeline's own ingest and scoring.
 """
 
 import hashlib
