@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.resources
 import os
 import re
 import unicodedata
@@ -17,7 +18,6 @@ import pyarrow as pa
 
 from pipeline.errors import RecallwatchError
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 DEFAULT_WAREHOUSE = Path("warehouse") / "recallwatch.duckdb"
 DEFAULT_MEMORY_LIMIT = "2GB"
 # Bumped whenever stored rows change meaning (e.g. how places in a ranking are counted).
@@ -126,10 +126,39 @@ def _check_format(con, target: str, *, create: bool) -> None:
         con.execute(sql("schema"))  # tables added since the warehouse was made
 
 
+def _sql_files():
+    """The folder of the SQL files: the package `pipeline.sql` (the top-level sql/ folder,
+    shipped inside the wheel), else, in a source checkout that was never installed, sql/ beside
+    the package."""
+    try:
+        return importlib.resources.files("pipeline.sql")
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "sql"
+
+
 @functools.cache
 def sql(name: str) -> str:
     """The text of sql/<name>.sql."""
-    return (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
+    return (_sql_files() / f"{name}.sql").read_text(encoding="utf-8")
+
+
+_QUERY_NAME = re.compile(r"^-- name: ([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+
+
+@functools.cache
+def queries(name: str) -> dict[str, str]:
+    """The named read-only queries of sql/<name>.sql. Such a file groups the queries of one
+    reader (the report, the CLI summary); each starts at a line `-- name: <query>` followed by
+    its header comment, and runs to the next one."""
+    text = sql(name)
+    marks = list(_QUERY_NAME.finditer(text))
+    if not marks:
+        raise RuntimeError(f"sql/{name}.sql has no `-- name:` queries")
+    found = {}
+    for mark, following in zip(marks, marks[1:] + [None], strict=True):
+        body = text[mark.end():following.start() if following else len(text)]
+        found[mark.group(1)] = body.strip().rstrip(";")
+    return found
 
 
 def quote_identifier(name: str) -> str:
@@ -161,13 +190,22 @@ def transaction(con) -> Iterator[None]:
     con.execute("COMMIT")
 
 
-def run_script(con, name: str, params: dict | None = None) -> None:
+def run_script(con, name: str, params: dict | None = None, *, as_arrow: bool = False):
     """Run every statement of sql/<name>.sql in order, binding the $named parameters each
-    statement uses."""
-    for statement in split_statements(sql(name)):
-        names = set(re.findall(r"\$([A-Za-z_]\w*)", statement))
-        used = {k: v for k, v in (params or {}).items() if k in names}
-        con.execute(statement, used or None).fetchall()
+    statement uses. Returns the result of the last statement (a file whose result its caller
+    reads ends with that SELECT): a list of rows, or an Arrow table with as_arrow."""
+    statements = split_statements(sql(name))
+    for statement in statements[:-1]:
+        con.execute(statement, _used(statement, params)).fetchall()
+    last = statements[-1]
+    if as_arrow:
+        return con.sql(last, params=_used(last, params)).to_arrow_table()
+    return con.execute(last, _used(last, params)).fetchall()
+
+
+def _used(statement: str, params: dict | None) -> dict | None:
+    names = set(re.findall(r"\$([A-Za-z_]\w*)", statement))
+    return {k: v for k, v in (params or {}).items() if k in names} or None
 
 
 def split_statements(text: str) -> list[str]:
