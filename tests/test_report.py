@@ -1,5 +1,6 @@
-"""Tests of pipeline.report: the HTML report is self-contained, draws in a real browser, escapes
-logged text, and quotes k, route, gold-set version and n beside every figure.
+"""Tests of pipeline.report (write_report, end to end): the HTML report is self-contained, draws
+in a real browser, escapes logged text, and quotes k, route, gold-set version and n beside every
+figure. The chart geometry, the scope and the report's reads have their own test modules.
 
 The warehouse is built row by row from sql/schema.sql: eight days whose recall falls when the
 index is rebuilt (idx-v1 -> idx-v2) and recovers, several miss causes, excluded requests, an
@@ -22,7 +23,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pipeline.report import MEAN_COLOR, SIZE_COLOR, write_report
+from pipeline.report import write_report
+from pipeline.report.charts import MEAN_COLOR, SIZE_COLOR
 
 SCHEMA = Path(__file__).resolve().parents[1] / "sql" / "schema.sql"
 CHROMIUM = "/usr/bin/chromium"

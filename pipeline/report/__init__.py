@@ -1,0 +1,67 @@
+"""Self-contained HTML report of context recall for one route, cutoff k and gold-set version.
+
+`write_report` settles the scope (`scope`), reads the scored warehouse section by section
+(`sections`, over the named queries of sql/report_*.sql), and writes one offline HTML file:
+header counts, daily mean recall with its interval and the index size, the recall@k curve, pass
+and full-coverage rates, miss causes, the worst goldens and the latest day per slice. Charts are
+inline SVG computed from numbers (`charts`); every string from the warehouse reaches the page
+through Jinja2 autoescaping, never marked safe, so a logged query cannot become markup. Every
+figure carries a caption with its k, route, gold-set version and n.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+
+from pipeline.report.charts import FC_COLOR, MEAN_COLOR, PASS_COLOR, SIZE_COLOR
+from pipeline.report.formats import environment
+from pipeline.report.reads import prepare
+from pipeline.report.scope import Scope, ScopeChoice, default_gold_version, default_k, resolve_scope
+from pipeline.report.sections import build_sections
+from pipeline.report.summary import index_version_summary
+from pipeline.routes import DEFAULT_ROUTE
+
+__all__ = [
+    "Scope", "ScopeChoice", "default_gold_version", "default_k", "index_version_summary",
+    "resolve_scope", "write_report",
+]
+
+
+def write_report(
+    con: duckdb.DuckDBPyConnection,
+    out_dir: Path,
+    *,
+    route: str = DEFAULT_ROUTE,
+    k: int | None = None,
+    gold_version: str | None = None,
+    title: str = "recallwatch report",
+) -> Path:
+    """Write `out_dir/report.html` for one route, cutoff k and gold-set version; return its path.
+
+    Defaults: the gold set with the highest `seq` in gold_versions (else the most common in
+    window_metrics); k = the most common served k of scored requests if window_metrics has it,
+    else the largest window_metrics k below it, else the smallest. With nothing scored the
+    report still gets written and says so.
+    """
+    prepare(con)
+    scope, gold_choice, k_choice = resolve_scope(con, route=route, k=k, gold_version=gold_version)
+    html = environment().get_template("report.html.j2").render(
+        title=title,
+        scope=scope,
+        gold_choice=gold_choice,
+        k_choice=k_choice,
+        colors={"mean": MEAN_COLOR, "size": SIZE_COLOR, "pass": PASS_COLOR, "fc": FC_COLOR},
+        **build_sections(con, scope),
+    )
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "report.html"
+    # Write then rename, so a reader (or a scheduled mail) never sees half a report.
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,379 @@
+"""Chart geometry of the report, as inline SVG drawn from plain numbers: timelines of daily
+values with shaded intervals and version markers, the recall@k curve, and plain and stacked
+horizontal bars. Python computes every coordinate into a `Chart` of element dicts; the template
+(charts.html.j2) writes them with every attribute and text autoescaped, so labels taken from the
+warehouse stay text. Nothing here reads the warehouse.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+
+from pipeline.report.formats import f2
+
+# Fixed colours: the browser test looks for MEAN_COLOR pixels, so keep it in sync with the test.
+MEAN_COLOR = "#1f5fbf"
+SIZE_COLOR = "#2a9d8f"
+PASS_COLOR = "#d9822b"
+FC_COLOR = "#7b4fa0"
+MARK_COLOR = "#6b7280"
+GRID_COLOR = "#e5e7eb"
+AXIS_COLOR = "#9ca3af"
+SERIES_PALETTE = ("#e4572e", "#2a9d8f", "#7b4fa0", "#d9822b", "#4b5563", "#b8860b")
+CAUSE_COLORS = {
+    "not_in_index": "#c0392b", "beyond_k": "#d9822b",
+    "not_retrieved": "#7b4fa0",
+}
+
+SVG_TAGS = frozenset({"rect", "line", "path", "circle", "text"})
+WIDTH = 960
+LEFT, RIGHT = 64, 24
+LEGEND_CHARS = 40
+LABEL_CHARS = 22
+MARKER_CHARS = 28
+# 7 px per character is a safe estimate for the 12 px system sans-serif.
+CHAR_PX = 7
+
+
+@dataclass
+class Chart:
+    width: int
+    height: int
+    label: str
+    items: list[dict] = field(default_factory=list)
+
+    def add(self, tag: str, text: str | None = None, title: str | None = None, **attrs) -> None:
+        """Append one element; `class_` becomes class, `stroke_width` stroke-width."""
+        if tag not in SVG_TAGS:
+            raise ValueError(f"unsupported SVG element {tag!r}")
+        self.items.append({
+            "tag": tag,
+            "attrs": {name.rstrip("_").replace("_", "-"): _svg_value(v)
+                      for name, v in attrs.items() if v is not None},
+            "text": text,
+            "title": title,
+        })
+
+
+def _svg_value(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.1f}"
+    return str(v)
+
+
+@dataclass
+class Series:
+    label: str
+    color: str
+    values: list[float | None]
+    low: list[float | None] | None = None
+    high: list[float | None] | None = None
+    tips: list[str] | None = None
+
+    def all_values(self) -> list[float]:
+        out = [v for v in self.values if v is not None]
+        for bound in (self.low or [], self.high or []):
+            out += [v for v in bound if v is not None]
+        return out
+
+
+@dataclass
+class Panel:
+    title: str
+    series: Series
+    domain: tuple[float, float]
+    tick_format: Callable[[float], str]
+    height: int = 200
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """At most `count` round ticks (steps of 1, 2, 2.5 or 5 times a power of ten) in [lo, hi]."""
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = magnitude * 10
+    for m in (1, 2, 2.5, 5, 10):
+        if (hi - lo) / (m * magnitude) <= count:
+            step = m * magnitude
+            break
+    first = math.ceil(lo / step - 1e-9)
+    last = math.floor(hi / step + 1e-9)
+    return [round(i * step, 10) for i in range(first, last + 1)]
+
+
+def unit_domain(values: list[float]) -> tuple[float, float]:
+    """A [lo, 1] axis for proportions: starts near the data so a drop stays visible."""
+    if not values:
+        return 0.0, 1.0
+    lo = max(0.0, math.floor((min(values) - 0.02) * 10) / 10)
+    return min(lo, 0.8), 1.0
+
+
+def size_domain(values: list[float | None]) -> tuple[float, float]:
+    """An axis around the values with some room, never below zero (counts such as index size)."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return 0.0, 1.0
+    lo, hi = min(present), max(present)
+    pad = max((hi - lo) * 0.15, hi * 0.02, 1.0)
+    return max(0.0, lo - pad), hi + pad
+
+
+def day_runs(days: list[date], ok: list[bool]) -> list[list[int]]:
+    """Indices split into runs of consecutive calendar days where ok holds (gaps break lines)."""
+    runs: list[list[int]] = []
+    for i, good in enumerate(ok):
+        if not good:
+            continue
+        if runs and runs[-1][-1] == i - 1 and (days[i] - days[i - 1]).days == 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def legend(chart: Chart, x: float, y: float, entries: list[tuple[str, str]]) -> int:
+    """Swatch + label entries left to right, wrapping at the right edge; returns rows used."""
+    x_start, rows = x, 1
+    for label, color in entries:
+        short = shorten(label, LEGEND_CHARS)
+        width = 12 + 6 + CHAR_PX * len(short) + 18
+        if x + width > WIDTH - RIGHT and x > x_start:
+            x, y, rows = x_start, y + 18, rows + 1
+        chart.add("rect", x=x, y=y - 5, width=12, height=10, rx=2, fill=color)
+        chart.add("text", short, title=label, x=x + 18, y=y + 4, class_="legend")
+        x += width
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Timeline: panels stacked over one day axis
+
+
+def timeline(days: list[date], panels: list[Panel], markers: list[tuple[date, str, str]],
+             label: str) -> Chart:
+    """Panels of daily values over one shared day axis, with dashed markers (day, label,
+    tooltip) across all of them. A missing day breaks a line rather than bridging it."""
+    header, gap, axis = 26, 18, 44
+    height = sum(p.height + header for p in panels) + gap * (len(panels) - 1) + axis + 8
+    chart = Chart(WIDTH, height, label)
+    x_of = _day_scale(days, LEFT, WIDTH - RIGHT)
+    tick_days = _tick_days(days)
+
+    top = 8
+    plot_top = plot_bottom = top + header
+    for panel in panels:
+        plot_bottom = _timeline_panel(chart, panel, days, tick_days, x_of, top, header)
+        top = plot_bottom + gap
+    _timeline_markers(chart, markers, x_of, plot_top, plot_bottom)
+    _day_axis(chart, days, tick_days, x_of, plot_bottom)
+    return chart
+
+
+def _day_scale(days: list[date], x0: float, x1: float) -> Callable[[date], float]:
+    """x of a day's centre: each day of the span gets an equal slot."""
+    d0, d1 = days[0].toordinal() - 0.5, days[-1].toordinal() + 0.5
+
+    def x_of(day: date) -> float:
+        return x0 + (day.toordinal() - d0) / (d1 - d0) * (x1 - x0)
+
+    return x_of
+
+
+def _tick_days(days: list[date]) -> list[date]:
+    """Every day for a short span; about a dozen evenly spaced days for a long one."""
+    span = days[-1].toordinal() - days[0].toordinal() + 1
+    step = 1 if span <= 16 else math.ceil(span / 12)
+    return [date.fromordinal(days[0].toordinal() + i) for i in range(0, span, step)]
+
+
+def _value_scale(domain: tuple[float, float], y_top: float,
+                 y_bottom: float) -> Callable[[float], float]:
+    """y of a value, clamped to the domain so an outlier stays on its panel."""
+    lo, hi = domain
+
+    def y_of(v: float) -> float:
+        v = min(max(v, lo), hi)
+        return y_bottom - (v - lo) / (hi - lo) * (y_bottom - y_top)
+
+    return y_of
+
+
+def _timeline_panel(chart: Chart, panel: Panel, days: list[date], tick_days: list[date],
+                    x_of: Callable[[date], float], top: float, header: int) -> float:
+    """Draw one panel (title, grid, axes, interval band, line, points); return its bottom."""
+    chart.add("text", panel.title, x=LEFT, y=top + 14, class_="panel-title")
+    y_top, y_bottom = top + header, top + header + panel.height
+    y_of = _value_scale(panel.domain, y_top, y_bottom)
+    x0, x1 = LEFT, WIDTH - RIGHT
+    lo, hi = panel.domain
+    for tick in nice_ticks(lo, hi, max(4, panel.height // 32)):
+        y = y_of(tick)
+        chart.add("line", x1=x0, x2=x1, y1=y, y2=y, stroke=GRID_COLOR)
+        chart.add("text", panel.tick_format(tick), x=x0 - 8, y=y + 4, text_anchor="end",
+                  class_="tick")
+    for day in tick_days:
+        chart.add("line", x1=x_of(day), x2=x_of(day), y1=y_top, y2=y_bottom, stroke=GRID_COLOR)
+    chart.add("line", x1=x0, x2=x1, y1=y_bottom, y2=y_bottom, stroke=AXIS_COLOR)
+    chart.add("line", x1=x0, x2=x0, y1=y_top, y2=y_bottom, stroke=AXIS_COLOR)
+
+    s = panel.series
+    if s.low is not None and s.high is not None:
+        _interval_band(chart, s, days, x_of, y_of)
+    for run in day_runs(days, [v is not None for v in s.values]):
+        if len(run) > 1:
+            points = [f"{x_of(days[i]):.1f},{y_of(s.values[i]):.1f}" for i in run]
+            chart.add("path", d="M" + " L".join(points), fill="none", stroke=s.color,
+                      stroke_width=2.5, stroke_linejoin="round")
+    for i, v in enumerate(s.values):
+        if v is not None:
+            chart.add("circle", title=s.tips[i] if s.tips else None, cx=x_of(days[i]),
+                      cy=y_of(v), r=4, fill=s.color, stroke="#ffffff", stroke_width=1)
+    return y_bottom
+
+
+def _interval_band(chart: Chart, s: Series, days: list[date], x_of: Callable[[date], float],
+                   y_of: Callable[[float], float]) -> None:
+    """Shade [low, high] per run of days; a lone day gets a short bar instead of a polygon."""
+    ok = [a is not None and b is not None for a, b in zip(s.low, s.high, strict=True)]
+    for run in day_runs(days, ok):
+        if len(run) == 1:
+            i = run[0]
+            chart.add("rect", x=x_of(days[i]) - 5, y=y_of(s.high[i]), width=10,
+                      height=max(1.0, y_of(s.low[i]) - y_of(s.high[i])),
+                      fill=s.color, fill_opacity=0.18)
+            continue
+        upper = [f"{x_of(days[i]):.1f},{y_of(s.high[i]):.1f}" for i in run]
+        lower = [f"{x_of(days[i]):.1f},{y_of(s.low[i]):.1f}" for i in reversed(run)]
+        chart.add("path", d="M" + " L".join(upper + lower) + " Z",
+                  fill=s.color, fill_opacity=0.18, stroke="none")
+
+
+def _timeline_markers(chart: Chart, markers: list[tuple[date, str, str]],
+                      x_of: Callable[[date], float], plot_top: float, plot_bottom: float) -> None:
+    for n_marker, (day, text, tip) in enumerate(markers):
+        x = x_of(day)
+        chart.add("line", title=tip, x1=x, x2=x, y1=plot_top - 4, y2=plot_bottom,
+                  stroke=MARK_COLOR, stroke_width=1.5, stroke_dasharray="5 4")
+        short = shorten(text, MARKER_CHARS)
+        # Near the right edge the label goes to the left of its line instead of off the chart.
+        left = x + 5 + CHAR_PX * len(short) > WIDTH
+        chart.add("text", short, title=tip, x=x - 5 if left else x + 5,
+                  y=plot_top + 12 + 14 * (n_marker % 2),
+                  text_anchor="end" if left else None, class_="marker")
+
+
+def _day_axis(chart: Chart, days: list[date], tick_days: list[date],
+              x_of: Callable[[date], float], plot_bottom: float) -> None:
+    for day in tick_days:
+        chart.add("text", f"{day:%b} {day.day}", x=x_of(day), y=plot_bottom + 18,
+                  text_anchor="middle", class_="tick")
+    years = f"{days[0].year}" + (f"–{days[-1].year}" if days[-1].year != days[0].year else "")
+    chart.add("text", f"day (UTC), {years}", x=(LEFT + WIDTH - RIGHT) / 2, y=plot_bottom + 38,
+              text_anchor="middle", class_="axis-title")
+
+
+# ---------------------------------------------------------------------------------------------
+# Curve and bars
+
+
+def curve_chart(cutoffs: list[int], series: list[Series], mark_k: int | None,
+                label: str) -> Chart:
+    """Mean recall per cutoff, one line per series, with the report's k marked."""
+    plot_h, axis = 260, 44
+    chart = Chart(WIDTH, 0, label)
+    x0, x1 = LEFT, WIDTH - RIGHT
+    chart.add("text", "Mean recall@k", x=x0, y=22, class_="panel-title")
+    rows = legend(chart, x0 + 130, 18, [(s.label, s.color) for s in series])
+    y_top = 8 + 30 + 18 * (rows - 1)
+    y_bottom = y_top + plot_h
+    chart.height = int(y_bottom + axis + 8)
+    # Cutoffs are spaced evenly: 1, 3, 5, 10, 20, 50, 100 would crowd the left on a linear axis.
+    slot = (x1 - x0) / len(cutoffs)
+
+    def x_of(i: int) -> float:
+        return x0 + slot * (i + 0.5)
+
+    y_of = _value_scale((0.0, 1.0), y_top, y_bottom)
+    for tick in nice_ticks(0.0, 1.0, 5):
+        chart.add("line", x1=x0, x2=x1, y1=y_of(tick), y2=y_of(tick), stroke=GRID_COLOR)
+        chart.add("text", f2(tick), x=x0 - 8, y=y_of(tick) + 4, text_anchor="end",
+                  class_="tick")
+    chart.add("line", x1=x0, x2=x1, y1=y_bottom, y2=y_bottom, stroke=AXIS_COLOR)
+    chart.add("line", x1=x0, x2=x0, y1=y_top, y2=y_bottom, stroke=AXIS_COLOR)
+    if mark_k in cutoffs:
+        x = x_of(cutoffs.index(mark_k))
+        chart.add("line", x1=x, x2=x, y1=y_top, y2=y_bottom, stroke=MARK_COLOR,
+                  stroke_width=1.5, stroke_dasharray="5 4")
+        chart.add("text", f"report k={mark_k}", x=x + 5, y=y_bottom - 8, class_="marker")
+    for s_index, s in enumerate(series):
+        width = 3 if s_index == 0 else 2
+        present = [i for i, v in enumerate(s.values) if v is not None]
+        if len(present) > 1:
+            d = "M" + " L".join(f"{x_of(i):.1f},{y_of(s.values[i]):.1f}" for i in present)
+            chart.add("path", d=d, fill="none", stroke=s.color, stroke_width=width,
+                      stroke_linejoin="round")
+        for i in present:
+            chart.add("circle", title=s.tips[i] if s.tips else None, cx=x_of(i),
+                      cy=y_of(s.values[i]), r=4.5 if s_index == 0 else 3.5, fill=s.color,
+                      stroke="#ffffff", stroke_width=1)
+    for i, cutoff in enumerate(cutoffs):
+        chart.add("text", str(cutoff), x=x_of(i), y=y_bottom + 18, text_anchor="middle",
+                  class_="tick")
+    chart.add("text", "cutoff k", x=(x0 + x1) / 2, y=y_bottom + 38, text_anchor="middle",
+              class_="axis-title")
+    return chart
+
+
+def bar_chart(rows: list[tuple[str, float, str, str]], label: str) -> Chart:
+    """Horizontal bars: (label, value, colour, text after the bar)."""
+    row_h, label_w, text_w = 30, 150, 190
+    chart = Chart(WIDTH, row_h * len(rows) + 16, label)
+    x0, x1 = LEFT + label_w - 40, WIDTH - RIGHT - text_w
+    top = max((value for _, value, _, _ in rows), default=0) or 1
+    for i, (name, value, color, text) in enumerate(rows):
+        y = 8 + i * row_h
+        chart.add("text", shorten(name, LABEL_CHARS), title=name, x=x0 - 10,
+                  y=y + row_h / 2 + 4, text_anchor="end", class_="bar-label")
+        width = max(1.0, value / top * (x1 - x0))
+        chart.add("rect", title=f"{name}: {text}", x=x0, y=y + 5, width=width,
+                  height=row_h - 10, rx=2, fill=color)
+        chart.add("text", text, x=x0 + width + 8, y=y + row_h / 2 + 4, class_="bar-value")
+    return chart
+
+
+def stacked_bars(rows: list[tuple[str, list[tuple[float, str, str]], str]],
+                 entries: list[tuple[str, str]], label: str) -> Chart:
+    """One 100% bar per row: (label, [(value, colour, tooltip)], text after the bar), under a
+    legend of (label, colour) entries."""
+    row_h, label_w, text_w = 30, 150, 250
+    chart = Chart(WIDTH, 0, label)
+    x0, x1 = LEFT + label_w - 40, WIDTH - RIGHT - text_w
+    header = 26 + 18 * (legend(chart, x0, 12, entries) - 1)
+    chart.height = header + row_h * len(rows) + 12
+    for i, (name, segments, text) in enumerate(rows):
+        y = header + i * row_h
+        chart.add("text", shorten(name, LABEL_CHARS), title=name, x=x0 - 10,
+                  y=y + row_h / 2 + 4, text_anchor="end", class_="bar-label")
+        total = sum(value for value, _, _ in segments)
+        x = float(x0)
+        if not total:
+            chart.add("rect", x=x0, y=y + 5, width=x1 - x0, height=row_h - 10,
+                      fill=GRID_COLOR)
+        for value, color, tip in segments:
+            if not value:
+                continue
+            width = value / total * (x1 - x0)
+            chart.add("rect", title=tip, x=x, y=y + 5, width=width, height=row_h - 10,
+                      fill=color)
+            x += width
+        chart.add("text", text, x=x1 + 10, y=y + row_h / 2 + 4, class_="bar-value")
+    return chart

@@ -1,0 +1,52 @@
+"""How numbers read in the report, and the Jinja2 environment that renders it. The formats are
+plain functions shared by the section builders, the chart axes and the template (as filters);
+the environment autoescapes every value, so a string from the logs reaches the page as text.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import jinja2
+
+TEMPLATES = Path(__file__).parent.parent / "templates"
+
+
+def f3(x) -> str:
+    """Three decimals; an em dash for a value that is missing or NaN."""
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def f2(x) -> str:
+    return f"{x:.2f}"
+
+
+def interval(low, high) -> str:
+    if low is None or high is None:
+        return "—"
+    return f"[{f3(low)}, {f3(high)}]"
+
+
+def count(n) -> str:
+    return "—" if n is None else f"{n:,}"
+
+
+def compact(x: float) -> str:
+    """Three significant digits with a k/M/G suffix, for axis ticks of large counts."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= size:
+            return f"{x / size:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,  # the template is .j2, which select_autoescape would not match
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(f3=f3, interval=interval, count=count)
+    return env
