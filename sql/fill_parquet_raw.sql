@@ -1,8 +1,9 @@
 -- fill_parquet_raw: give quarantined Parquet rows their record as JSON, read back from the file
--- (only for the quarantined rows, so a clean file costs nothing). Parameters: $source, $path.
+-- (only for the quarantined rows, so a clean file costs nothing). Parameters: $source, $path,
+-- $raw_limit (characters of a bad record kept).
 
 UPDATE quarantine
-SET raw = left(p.raw, 65536)
+SET raw = left(p.raw, $raw_limit)
 FROM (
     SELECT file_row_number + 1 AS line, to_json(t)::VARCHAR AS raw
     FROM read_parquet($path, file_row_number = true) t

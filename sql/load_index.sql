@@ -1,6 +1,7 @@
 -- load_index: replace the manifest of one index version with the staged file.
 -- Grain: index_chunks one row per (index_version, chunk_id). Input: stage_index(line,
--- index_version, chunk_id, content_hash, text). Parameters: $source, $version.
+-- index_version, chunk_id, content_hash, text). Parameters: $source, $version, $raw_limit
+-- (characters of a bad row kept).
 -- content_hash defaults to sha256 of the text, so a manifest may carry either.
 
 -- a version is one snapshot, whichever file it came from before
@@ -19,7 +20,7 @@ SELECT 'index', $version, $source, line,
            WHEN content_hash IS NULL AND text IS NULL THEN 'neither content_hash nor text given'
            ELSE 'conflicting duplicate chunk_id ' || chunk_id
        END,
-       left(to_json(s)::VARCHAR, 65536)
+       left(to_json(s)::VARCHAR, $raw_limit)
 FROM stage_index s
 WHERE chunk_id IS NULL OR trim(chunk_id) = ''
    OR (index_version IS NOT NULL AND index_version <> $version)

@@ -1,10 +1,11 @@
 -- load_logs: move one validated log file from staging into the warehouse.
 -- Grain: requests one row per request_id; request_copies one row per identical re-delivery;
 -- quarantine one row per record that cannot be loaded. Input: stage_rejects, stage_checked.
--- Parameters: $source (the file), $kind ('logs').
+-- Parameters: $source (the file), $kind ('logs'), $raw_limit (characters of a bad record kept).
 -- Identical re-deliveries of a request load once; a request_id seen with two different
 -- contents is a conflict: every copy in this file is quarantined, and a copy that contradicts
--- an already-loaded request is quarantined while the loaded one stays.
+-- an already-loaded request is quarantined while the loaded one stays. Ends with the count of
+-- records loaded (new requests and identical re-deliveries).
 
 CREATE OR REPLACE TEMP TABLE stage_outcome AS
 WITH good AS (
@@ -53,11 +54,13 @@ LEFT JOIN in_file f ON f.request_id = g.request_id
 LEFT JOIN loaded l ON l.request_id = g.request_id;
 
 INSERT INTO quarantine (kind, source, line, reason, raw)
-SELECT $kind, $source, line, reason, left(raw, 65536) FROM stage_rejects
+SELECT $kind, $source, line, reason, left(raw, $raw_limit)
+FROM stage_rejects
 UNION ALL
-SELECT $kind, $source, line, reason, left(raw, 65536) FROM stage_checked WHERE reason IS NOT NULL
+SELECT $kind, $source, line, reason, left(raw, $raw_limit)
+FROM stage_checked WHERE reason IS NOT NULL
 UNION ALL
-SELECT $kind, $source, o.line, o.reason, left(c.raw, 65536)
+SELECT $kind, $source, o.line, o.reason, left(c.raw, $raw_limit)
 FROM stage_outcome o JOIN stage_checked c USING (line)
 WHERE o.reason IS NOT NULL;
 
@@ -105,3 +108,6 @@ SELECT
     $source, line
 FROM firsts
 ORDER BY timestamp;
+
+-- what the caller counts as loaded: every good record, new or an identical re-delivery
+SELECT count(*) FROM stage_outcome WHERE reason IS NULL;

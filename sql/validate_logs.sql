@@ -1,7 +1,8 @@
 -- validate_logs: judge every staged log record of one file. Grain: one row per staged record
 -- in stage_checked, with `reason` NULL when the record can be loaded, and its values typed.
--- Input: stage_requests (from stage_logs_jsonl.sql or ingest._stage_parquet). The first
--- failing rule gives the reason, so a record gets exactly one. No parameters.
+-- Input: stage_requests (from stage_logs_jsonl.sql or pipeline/ingest/logs.py for Parquet):
+-- a record's fields as logged in the struct `logged`, its type_error, shape and items. The
+-- first failing rule gives the reason, so a record gets exactly one. No parameters.
 -- Every conversion is a try_cast and every number is range-checked before it is used, so one
 -- odd value quarantines its record and never fails the file.
 
@@ -11,15 +12,15 @@ WITH typed AS (
         r.*,
         -- ISO-8601 only: DuckDB also casts words such as 'infinity' and 'epoch'
         CASE WHEN regexp_full_match(
-                 trim(r.ts_text),
+                 trim(r.logged.timestamp),
                  '\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|z|[+-]\d{2}(:?\d{2})?)?')
-             THEN try_cast(trim(r.ts_text) AS TIMESTAMPTZ) AT TIME ZONE 'UTC' END AS ts,
-        try_cast(r.index_size_text AS DOUBLE) AS index_size_num,
-        try_cast(r.k_text AS DOUBLE) AS k_num,
-        try_cast(r.turn_text AS DOUBLE) AS turn_num,
+             THEN try_cast(trim(r.logged.timestamp) AS TIMESTAMPTZ) AT TIME ZONE 'UTC' END AS ts,
+        try_cast(r.logged.index_size AS DOUBLE) AS index_size_num,
+        try_cast(r.logged.k AS DOUBLE) AS k_num,
+        try_cast(r.logged.turn AS DOUBLE) AS turn_num,
         list_filter(list_transform(r.items, lambda x: CASE
             WHEN x.item_error IS NOT NULL OR x.chunk_id IS NULL OR x.chunk_id = ''
-                 OR x.rank_num <> floor(x.rank_num) OR x.rank_num < 1 OR x.rank_num > 2147483647 THEN
+                 OR x.rank <> floor(x.rank) OR x.rank < 1 OR x.rank > 2147483647 THEN
                 CASE WHEN r.shape = 'steps'
                      THEN 'retrieval step ' || x.step || ' item ' || x.position
                      ELSE 'retrieved item ' || x.position END
@@ -27,9 +28,9 @@ WITH typed AS (
                     WHEN x.item_error IS NOT NULL THEN ' ' || x.item_error
                     WHEN x.chunk_id IS NULL THEN ' has a null or missing chunk_id'
                     WHEN x.chunk_id = '' THEN ' has an empty chunk_id'
-                    WHEN x.rank_num <> floor(x.rank_num) THEN ' has a rank that is not an integer'
-                    WHEN x.rank_num > 2147483647 THEN ' has a rank out of range'
-                    ELSE ' has rank ' || printf('%g', x.rank_num) || ' (ranks start at 1)'
+                    WHEN x.rank <> floor(x.rank) THEN ' has a rank that is not an integer'
+                    WHEN x.rank > 2147483647 THEN ' has a rank out of range'
+                    ELSE ' has rank ' || printf('%g', x.rank) || ' (ranks start at 1)'
                 END
             END), lambda reason: reason IS NOT NULL)[1] AS item_reason
     FROM stage_requests r
@@ -39,42 +40,44 @@ judged AS (
         *,
         CASE
             WHEN type_error IS NOT NULL THEN type_error
-            WHEN request_id IS NULL OR trim(request_id) = ''
+            WHEN logged.request_id IS NULL OR trim(logged.request_id) = ''
                 THEN 'missing or null required field: request_id'
-            WHEN ts_text IS NULL THEN 'missing or null required field: timestamp'
+            WHEN logged.timestamp IS NULL THEN 'missing or null required field: timestamp'
             WHEN ts IS NULL OR year(ts) NOT BETWEEN 1900 AND 2999
-                THEN 'bad timestamp: ' || left(ts_text, 80)
-            WHEN query IS NULL THEN 'missing or null required field: query'
-            WHEN index_version IS NULL OR trim(index_version) = ''
+                THEN 'bad timestamp: ' || left(logged.timestamp, 80)
+            WHEN logged.query IS NULL THEN 'missing or null required field: query'
+            WHEN logged.index_version IS NULL OR trim(logged.index_version) = ''
                 THEN 'missing or null required field: index_version'
             WHEN shape NOT IN ('list', 'steps') THEN shape
             WHEN item_reason IS NOT NULL THEN item_reason
-            WHEN k_text IS NOT NULL
+            WHEN logged.k IS NOT NULL
                  AND (k_num IS NULL OR k_num <> floor(k_num) OR k_num < 0 OR k_num > 2147483647)
-                THEN 'k must be a non-negative integer, got ' || left(k_text, 40)
-            WHEN index_size_text IS NOT NULL
+                THEN 'k must be a non-negative integer, got ' || left(logged.k, 40)
+            WHEN logged.index_size IS NOT NULL
                  AND (index_size_num IS NULL OR index_size_num <> floor(index_size_num)
                       OR index_size_num < 0 OR index_size_num > 9e18)
-                THEN 'index_size must be a non-negative integer, got ' || left(index_size_text, 40)
-            WHEN turn_text IS NOT NULL
+                THEN 'index_size must be a non-negative integer, got '
+                     || left(logged.index_size, 40)
+            WHEN logged.turn IS NOT NULL
                  AND (turn_num IS NULL OR turn_num <> floor(turn_num)
                       OR abs(turn_num) > 2147483647)
-                THEN 'turn must be an integer, got ' || left(turn_text, 40)
+                THEN 'turn must be an integer, got ' || left(logged.turn, 40)
         END AS reason
     FROM typed
 )
 SELECT
-    line, raw, request_id, ts AS timestamp, query, gold_id, index_version,
+    line, raw, logged.request_id, ts AS timestamp, logged.query, logged.gold_id,
+    logged.index_version,
     try_cast(index_size_num AS BIGINT) AS index_size,
     try_cast(coalesce(k_num, k_default, 0) AS INTEGER) AS k,
     n_steps,
-    session_id,
+    logged.session_id,
     try_cast(coalesce(turn_num, 1) AS INTEGER) AS turn,
-    CASE WHEN tags_json IS NOT NULL THEN try_cast(tags_json AS MAP(VARCHAR, VARCHAR)) END AS tags,
+    try_cast(logged.tags AS MAP(VARCHAR, VARCHAR)) AS tags,
     CASE WHEN reason IS NULL THEN
         coalesce(list_transform(items, lambda x: {
             'step': x.step, 'position': x.position, 'chunk_id': x.chunk_id,
-            'rank': try_cast(coalesce(x.rank_num, x.position) AS INTEGER),
+            'rank': try_cast(coalesce(x.rank, x.position) AS INTEGER),
             'score': x.score, 'text': x.text}), [])
     END AS retrieved,
     reason

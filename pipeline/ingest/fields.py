@@ -1,0 +1,161 @@
+"""The fields of a log record, declared once. Each field of a request (request_id, timestamp,
+...) and of a retrieved chunk (chunk_id, rank, ...) is one row below: its name, its kind (what
+a value may be in JSON Lines and in Parquet, and how it is staged) and the reason a record is
+quarantined when the value is of another type. Both stagings are built from these rows: JSONL
+through sql/stage_logs_jsonl.sql, which receives them as parameters, and Parquet through a
+SELECT generated here from the file's schema. Either way a record is staged with its fields
+under their own names (`logged.<field>`, and `<field>` in each item), and sql/validate_logs.sql
+judges the values. Adding a field that is checked and staged is one row here; storing it also
+takes its column in schema.sql and its place in validate_logs.sql and load_logs.sql."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from pipeline.warehouse import quote_identifier
+
+
+def _scalar(arrow_type: pa.DataType) -> bool:
+    return not pa.types.is_nested(arrow_type)
+
+
+def _numeric(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+
+
+def _object(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_struct(arrow_type) or pa.types.is_map(arrow_type)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a value may be. `json_types` are the json_type() names allowed in JSONL (absent or
+    null is always allowed: required fields are judged later). A Parquet column whose type
+    passes `arrow_reads` is cast to `staged_as`; any other column is refused (each non-null
+    value gets the field's reason), or, when `arrow_tries`, converted value by value (a value
+    that does not convert gets the reason)."""
+    json_types: tuple[str, ...]
+    arrow_reads: Callable[[pa.DataType], bool]
+    staged_as: str                  # VARCHAR (the value as logged), DOUBLE or JSON
+    arrow_tries: bool = False
+
+
+# IDs compare as strings, so 7 and "7" are one ID.
+ID = Kind(("VARCHAR", "BIGINT", "UBIGINT"), _scalar, "VARCHAR")
+TEXT = Kind(("VARCHAR",), _scalar, "VARCHAR")
+# Staged as the text logged, so a rule of validate_logs.sql can quote an out-of-range value.
+INTEGER = Kind(("BIGINT", "UBIGINT"), _scalar, "VARCHAR")
+NUMBER = Kind(("BIGINT", "UBIGINT", "DOUBLE"), _numeric, "DOUBLE", arrow_tries=True)
+OBJECT = Kind(("OBJECT",), _object, "JSON")
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: Kind
+    reason: str       # when the value is of another kind; items prefix "retrieved item 3 "
+
+
+# In the order their rules apply: a record gets the reason of its first bad field.
+REQUEST_FIELDS = (
+    Field("request_id", ID, "request_id is not a string"),
+    Field("timestamp", TEXT, "bad timestamp: not an ISO-8601 string"),
+    Field("query", TEXT, "query is not a string"),
+    Field("gold_id", ID, "gold_id is not a string"),
+    Field("index_version", ID, "index_version is not a string"),
+    Field("session_id", ID, "session_id is not a string"),
+    Field("index_size", INTEGER, "index_size must be a non-negative integer"),
+    Field("k", INTEGER, "k must be a non-negative integer"),
+    Field("turn", INTEGER, "turn must be an integer"),
+    Field("tags", OBJECT, "tags is not an object"),
+)
+ITEM_FIELDS = (
+    Field("chunk_id", ID, "has a chunk_id that is not a string"),
+    Field("rank", NUMBER, "has a rank that is not an integer"),
+    Field("score", NUMBER, "has a score that is not a number"),
+    Field("text", TEXT, "has a text that is not a string"),
+)
+
+# Reasons about the list of retrieved chunks as a whole that both formats can give.
+MISSING_LIST = "missing or null required field: retrieved (or retrieval_steps)"
+BOTH_LISTS = "both retrieved and retrieval_steps are set: log one of them"
+STEPS_NOT_LISTS = "retrieval_steps is not a list of lists"
+
+
+def jsonl_parameters() -> dict[str, object]:
+    """The parameters of sql/stage_logs_jsonl.sql: the field rows as JSON paths, rules and
+    from_json structures, and the shared reasons."""
+
+    def rows(fields: tuple[Field, ...], prefix: str) -> dict[str, object]:
+        return {
+            f"{prefix}_paths": [f"$.{f.name}" for f in fields],
+            f"{prefix}_rules": [{"json_types": list(f.kind.json_types), "reason": f.reason}
+                                for f in fields],
+            f"{prefix}_structure": json.dumps({f.name: f.kind.staged_as for f in fields}),
+        }
+
+    return {**rows(REQUEST_FIELDS, "request"), **rows(ITEM_FIELDS, "item"),
+            "missing_list": MISSING_LIST, "both_lists": BOTH_LISTS,
+            "steps_not_lists": STEPS_NOT_LISTS}
+
+
+class BoundValues(dict):
+    """The values of one generated statement. Calling it with a value binds that value as a
+    $named parameter and returns the placeholder, so no value is ever written into SQL."""
+
+    def __call__(self, value: object) -> str:
+        name = f"v{len(self)}"
+        self[name] = value
+        return f"${name}"
+
+
+def _parquet_field(field: Field, column: str,
+                   arrow_type: pa.DataType | None) -> tuple[str, str | None]:
+    """(staged value, condition under which the value gets the field's reason) for one field
+    of a Parquet record or item; `column` is its SQL reference, arrow_type None if absent."""
+    kind = field.kind
+    if arrow_type is None or pa.types.is_null(arrow_type):
+        return f"NULL::{kind.staged_as}", None
+    if kind.arrow_reads(arrow_type):
+        if kind.staged_as == "JSON":
+            return f"to_json({column})", None
+        return f"CAST({column} AS {kind.staged_as})", None
+    if kind.arrow_tries:
+        value = f"try_cast({column} AS {kind.staged_as})"
+        return value, f"{column} IS NOT NULL AND {value} IS NULL"
+    return f"NULL::{kind.staged_as}", f"{column} IS NOT NULL"
+
+
+def _parquet_fields(fields: tuple[Field, ...], types: dict[str, pa.DataType], owner: str,
+                    bind: BoundValues) -> tuple[list[str], str]:
+    """(`name := value` of each staged field, its first reason or NULL) over the columns of
+    `owner` (a lambda variable, or '' for the row itself)."""
+    q = quote_identifier
+    values, errors = [], []
+    for field in fields:
+        column = f"{owner}.{q(field.name)}" if owner else q(field.name)
+        value, bad = _parquet_field(field, column, types.get(field.name))
+        values.append(f"{q(field.name)} := {value}")
+        if bad:
+            errors.append(f"WHEN {bad} THEN {bind(field.reason)}")
+    return values, (f"CASE {' '.join(errors)} END" if errors else "NULL::VARCHAR")
+
+
+def parquet_request(types: dict[str, pa.DataType], bind: BoundValues) -> tuple[str, str]:
+    """(`logged` struct, first type error) of a Parquet record, from its file's column types."""
+    values, first_error = _parquet_fields(REQUEST_FIELDS, types, "", bind)
+    return f"struct_pack({', '.join(values)})", first_error
+
+
+def parquet_item(item: pa.StructType, step: str, bind: BoundValues) -> str:
+    """One Parquet item `x` at position `i` of step `step` as the staging struct: the fields
+    and order sql/stage_logs_jsonl.sql gives a JSON item."""
+    types = {item.field(i).name: item.field(i).type for i in range(item.num_fields)}
+    values, first_error = _parquet_fields(ITEM_FIELDS, types, "x", bind)
+    values += [f"step := ({step})::INTEGER", "position := i::INTEGER",
+               f"item_error := {first_error}"]
+    return f"struct_pack({', '.join(values)})"

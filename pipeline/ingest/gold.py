@@ -1,0 +1,184 @@
+"""Gold sets: load one version of a gold set (JSONL, CSV or Parquet) into `goldens`. Each
+golden is checked row by row here, because its list fields arrive in three spellings (a JSON
+list, a JSON-encoded list in a CSV cell, or '|'-separated text); a bad golden goes to
+quarantine with its line and reason, and an identical repeat of a golden is the same golden.
+A version is immutable: the same content again is a no-op, different content an error."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.errors import RecallwatchError
+from pipeline.ingest.files import (
+    DEFAULT_MAX_RECORD_BYTES,
+    TABLE_SUFFIXES,
+    FileResult,
+    file_hash,
+    previous_ingest,
+    quarantine_rows,
+    read_json_lines,
+    record_file,
+    single_file,
+)
+from pipeline.warehouse import normalize_text, run_script, transaction
+
+_GOLD_LISTS = ("gold_chunk_ids", "gold_passages", "claims")
+
+
+def ingest_gold(con, path: str, version: str) -> FileResult:
+    """Load one gold-set version. A version is immutable: loading the same content again is a
+    no-op, loading different content under a loaded version is an error."""
+    if not version or not version.strip():
+        raise RecallwatchError("--version must name the gold-set version (e.g. gold-2026-11).")
+    file = single_file(path, TABLE_SUFFIXES)
+    source, digest = str(file), file_hash(file)
+    loaded = con.execute("SELECT content_hash, source FROM gold_versions WHERE gold_version = $v",
+                         {"v": version}).fetchall()
+    if loaded:
+        if loaded[0][0] == digest:  # the same gold set, maybe from a copy of the file
+            first = previous_ingest(con, "gold", loaded[0][1], version)
+            counts = (first.n_read, first.n_loaded, first.n_quarantined) if first else (0, 0, 0)
+            return FileResult(source, *counts, skipped=True)
+        raise RecallwatchError(
+            f"gold version {version!r} is already loaded from {loaded[0][1]} with different "
+            "content; load the new gold set under a new --version."
+        )
+
+    good: dict[str, tuple[int, dict]] = {}
+    bad: list[tuple[int, str, str]] = []
+    n_read = 0
+    for line, record, reason, raw in _gold_records(file):
+        n_read += 1
+        if record is not None:
+            row, reason = _check_golden(record)
+        if reason:
+            bad.append((line, reason, raw))
+            continue
+        if row["gold_id"] in good:
+            first_line, first_row = good[row["gold_id"]]
+            if first_row != row:
+                bad.append((line, f"conflicting duplicate gold_id {row['gold_id']} "
+                                  f"(first at line {first_line})", raw))
+            continue  # an identical repeat is the same golden
+        good[row["gold_id"]] = (line, row)
+
+    rows = [row for _, row in good.values()]
+    table = pa.table({
+        "gold_version": pa.array([version] * len(rows), pa.string()),
+        "gold_id": pa.array([r["gold_id"] for r in rows], pa.string()),
+        "question": pa.array([r["question"] for r in rows], pa.string()),
+        "question_norm": pa.array([r["question_norm"] for r in rows], pa.string()),
+        "reference": pa.array([r["reference"] for r in rows], pa.string()),
+        **{f: pa.array([r[f] for r in rows], pa.list_(pa.string())) for f in _GOLD_LISTS},
+    })
+    with transaction(con):
+        run_script(con, "forget_source", {"source": source, "kind": "gold", "version": version})
+        con.register("gold_batch", table)
+        con.execute("INSERT INTO goldens SELECT * FROM gold_batch")
+        con.unregister("gold_batch")
+        quarantine_rows(con, "gold", source, version, bad)
+        con.execute(
+            "INSERT INTO gold_versions SELECT $v, coalesce(max(seq), 0) + 1, $s, $h, $n "
+            "FROM gold_versions", {"v": version, "s": source, "h": digest, "n": len(rows)})
+        return record_file(con, "gold", source, version, digest, "", n_read,
+                           n_read - len(bad), len(bad))
+
+
+def _gold_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, str]]:
+    """Yield (line, record or None, reason, raw) for each gold record of a JSONL/CSV/Parquet
+    file; raw is the record as read, for quarantine."""
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as exc:
+            raise RecallwatchError(f"{path}: not a readable Parquet file ({exc}).") from None
+        for number, row in enumerate(rows, start=1):
+            yield number, row, None, json.dumps(row, default=str)
+    elif name.endswith(".csv"):
+        try:
+            with open(path, encoding="utf-8-sig", newline="") as fh:
+                reader = csv.DictReader(fh)
+                rows = [(reader.line_num, row) for row in reader]
+        except UnicodeDecodeError as exc:
+            raise RecallwatchError(
+                f"{path}: not valid UTF-8 (byte {exc.start}); save the gold set as UTF-8."
+            ) from None
+        for number, row in rows:
+            yield number, row, None, json.dumps(row)
+    else:
+        for number, text, reason, raw in read_json_lines(path, DEFAULT_MAX_RECORD_BYTES):
+            if text is None:
+                yield number, None, reason, raw
+                continue
+            try:
+                record = json.loads(text)
+            except ValueError:
+                yield number, None, "invalid JSON", text
+                continue
+            if not isinstance(record, dict):
+                yield number, None, "record is not a JSON object", text
+                continue
+            yield number, record, None, text
+
+
+def _as_id(value) -> str | None:
+    """An ID as the string it compares as (7 and "7" are one ID); the text is kept exactly as
+    logged, so gold and log IDs meet unchanged. Blank or non-scalar is no ID."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    text = str(value)
+    return text if text.strip() else None
+
+
+def _as_list(value, field: str) -> tuple[list[str] | None, str | None]:
+    """A list field of a golden: a JSON list, a JSON-encoded list (CSV), or '|'-separated
+    text (CSV). IDs compare as strings."""
+    if value is None or value == "":
+        return [], None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                return None, f"{field} is not valid JSON"
+        else:
+            return [part.strip() for part in text.split("|") if part.strip()], None
+    if not isinstance(value, list | tuple):
+        return None, f"{field} is not a list"
+    items = []
+    for item in value:
+        as_text = _as_id(item) if field == "gold_chunk_ids" else (
+            item if isinstance(item, str) else None)
+        if as_text is None:
+            return None, f"{field} has an empty or non-string item"
+        items.append(as_text)
+    return items, None
+
+
+def _check_golden(record: dict) -> tuple[dict | None, str | None]:
+    gold_id = _as_id(record.get("gold_id"))
+    if gold_id is None:
+        return None, "missing or null required field: gold_id"
+    question = record.get("question")
+    if not isinstance(question, str) or not question.strip():
+        return None, "missing or null required field: question"
+    reference = record.get("reference")
+    if reference is not None and not isinstance(reference, str):
+        return None, "reference is not a string"
+    row = {"gold_id": gold_id, "question": question, "question_norm": normalize_text(question),
+           "reference": reference or None}
+    for field in _GOLD_LISTS:
+        items, reason = _as_list(record.get(field), field)
+        if reason:
+            return None, reason
+        # order kept, duplicates dropped: every gold item weighs the same, once
+        row[field] = list(dict.fromkeys(items))
+    return row, None

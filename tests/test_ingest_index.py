@@ -1,0 +1,49 @@
+"""Index manifests: content_hash defaults to the hash of the text, bad rows go to quarantine,
+an unreadable manifest is one clear error, and a version holds one snapshot whichever file it
+came from."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.errors import RecallwatchError
+from pipeline.ingest import ingest_index
+
+
+def test_index_manifest_hashes_text_and_quarantines_bad_rows(con, tmp_path):
+    pq.write_table(pa.table({"chunk_id": ["a", "b", None, "b"],
+                             "text": ["A", "B", "C", "other"]}), tmp_path / "m.parquet")
+    result = ingest_index(con, str(tmp_path / "m.parquet"), "idx-1")
+    assert (result.read, result.loaded, result.quarantined) == (4, 1, 3)
+    (chunk, digest), = con.sql("SELECT chunk_id, content_hash FROM index_chunks").fetchall()
+    import hashlib
+    assert (chunk, digest) == ("a", hashlib.sha256(b"A").hexdigest())
+
+
+def test_unreadable_index_manifest_is_one_clear_error(con, tmp_path):
+    (tmp_path / "m.jsonl").write_text('{"chunk_id": "a", "text": "A"}\n{broken\n')
+    with pytest.raises(RecallwatchError, match="cannot read the index manifest"):
+        ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
+    assert con.sql("SELECT count(*) FROM index_chunks").fetchall()[0][0] == 0
+
+
+def test_one_manifest_file_loads_under_two_index_versions(con, tmp_path):
+    pq.write_table(pa.table({"chunk_id": ["a", "b"], "text": ["A", "B"]}), tmp_path / "m.parquet")
+    ingest_index(con, str(tmp_path / "m.parquet"), "idx-v1")
+    assert not ingest_index(con, str(tmp_path / "m.parquet"), "idx-v2").skipped
+    assert ingest_index(con, str(tmp_path / "m.parquet"), "idx-v2").skipped
+    assert con.sql("SELECT index_version, count(*) FROM index_chunks GROUP BY 1 ORDER BY 1"
+                   ).fetchall() == [("idx-v1", 2), ("idx-v2", 2)]
+
+
+def test_reloading_an_earlier_manifest_for_a_version_replaces_it(con, tmp_path):
+    pq.write_table(pa.table({"chunk_id": ["a", "b"], "text": ["A", "B"]}), tmp_path / "m1.parquet")
+    pq.write_table(pa.table({"chunk_id": ["a"], "text": ["A"]}), tmp_path / "m2.parquet")
+    ingest_index(con, str(tmp_path / "m1.parquet"), "idx-1")
+    ingest_index(con, str(tmp_path / "m2.parquet"), "idx-1")
+    assert not ingest_index(con, str(tmp_path / "m1.parquet"), "idx-1").skipped
+    assert con.sql("SELECT count(*) FROM index_chunks").fetchall()[0][0] == 2
+    assert con.sql("SELECT source FROM ingest_files WHERE kind = 'index'").fetchall() == [
+        (str(tmp_path / "m1.parquet"),)]

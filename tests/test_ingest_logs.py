@@ -1,0 +1,326 @@
+"""Ingest of request logs: nothing lost, nothing loaded twice. A bad-input corpus ends with
+every bad record in quarantine with its reason, every good record scored, and read = loaded +
+quarantined per file; loading the same files again changes no table; JSONL and Parquet copies
+of a record are one record."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.errors import RecallwatchError
+from pipeline.ingest import ingest_gold, ingest_logs
+from pipeline.ingest.files import RAW_LIMIT
+from pipeline.score import score
+from pipeline.warehouse import connect
+from tests.conftest import golden, request, snapshot, write_jsonl
+
+GOOD = [request(f"good-{i}", ["a", "b"], ts=f"2026-11-01T0{i}:00:00Z") for i in range(5)]
+
+
+def bad_jsonl_corpus() -> list:
+    """(record, expected reason fragment) pairs; records are dicts or raw lines."""
+    huge = json.dumps(request("huge", ["a"], query="x" * (10 * 1024 * 1024)))
+    no_ts = request("no-ts", ["a"])
+    del no_ts["timestamp"]
+    no_retrieved = request("no-retrieved", ["a"])
+    del no_retrieved["retrieved"]
+    return [
+        ('{"request_id": "broken", "timestamp": ', "invalid JSON"),
+        ("[1, 2, 3]", "record is not a JSON object"),
+        (no_ts, "missing or null required field: timestamp"),
+        (request(None, ["a"]), "missing or null required field: request_id"),
+        (request("null-query", ["a"], query=None), "missing or null required field: query"),
+        (request("null-index", ["a"], index_version=None),
+         "missing or null required field: index_version"),
+        (no_retrieved, "missing or null required field: retrieved"),
+        (request("bad-ts", ["a"], ts="yesterday-ish"), "bad timestamp: yesterday-ish"),
+        (request("bad-ts-type", ["a"], ts=1730000000), "bad timestamp"),
+        ({**request("not-list", []), "retrieved": "c-1,c-2"}, "retrieved is not a list"),
+        (request("null-chunk", ["a", {"chunk_id": None}]), "item 2 has a null or missing chunk_id"),
+        (request("no-chunk", [{"rank": 1}]), "item 1 has a null or missing chunk_id"),
+        (request("neg-rank", [{"chunk_id": "a", "rank": -3}]), "has rank -3"),
+        (request("float-rank", [{"chunk_id": "a", "rank": 1.5}]),
+         "item 1 has a rank that is not an integer"),
+        (request("item-str", ["a", 5, "b"], ) | {"retrieved": ["a"]},
+         "retrieved item 1 is not an object"),
+        (request("bad-k", ["a"], k=-1), "k must be a non-negative integer"),
+        (request("bad-size", ["a"], index_size="big"), "index_size must be a non-negative"),
+        (request("bad-tags", ["a"], tags=["acme"]), "tags is not an object"),
+        (request("dup", ["a"]), "conflicting duplicate request_id dup"),
+        (request("dup", ["b"]), "conflicting duplicate request_id dup"),
+        ('{"request_id": "latin1", "query": "caf\xe9"}'.encode("latin-1"), "not valid UTF-8"),
+        (huge, "record too large"),
+    ]
+
+
+def write_corpus(tmp_path):
+    corpus = bad_jsonl_corpus()
+    records = GOOD[:3] + [r for r, _ in corpus] + GOOD[3:]
+    return write_jsonl(tmp_path / "logs" / "dt=2026-11-01" / "part.jsonl", records), corpus
+
+
+def quarantine_by_line(con, source) -> dict[int, str]:
+    return dict(con.execute("SELECT line, reason FROM quarantine WHERE source = $s",
+                            {"s": str(source)}).fetchall())
+
+
+def test_bad_jsonl_corpus_lands_in_quarantine_with_reasons(con, tmp_path):
+    path, corpus = write_corpus(tmp_path)
+    summary = ingest_logs(con, [str(tmp_path / "logs")])
+    reasons = quarantine_by_line(con, path)
+    for offset, (_, expected) in enumerate(corpus):
+        line = 4 + offset  # three good records come first
+        assert line in reasons, f"line {line} ({expected}) was not quarantined"
+        assert expected in reasons[line], (line, reasons[line])
+    (result,) = summary.files
+    assert result.read == len(GOOD) + len(corpus)
+    assert result.quarantined == len(corpus)
+    assert result.loaded == len(GOOD)
+    assert result.read == result.loaded + result.quarantined
+    loaded = {r[0] for r in con.sql("SELECT request_id FROM requests").fetchall()}
+    assert loaded == {r["request_id"] for r in GOOD}
+
+
+def test_every_good_record_of_a_bad_corpus_is_scored(con, tmp_path):
+    write_corpus(tmp_path)
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "c"])])
+    ingest_logs(con, [str(tmp_path / "logs")])
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    score(con)
+    rows = con.sql("SELECT request_id, status, recall FROM request_scores ORDER BY 1").fetchall()
+    assert rows == [(r["request_id"], "scored", 0.5) for r in GOOD]
+
+
+def test_quarantine_keeps_the_raw_record(con, tmp_path):
+    path, _ = write_corpus(tmp_path)
+    ingest_logs(con, [str(tmp_path / "logs")])
+    raw = dict(con.execute("SELECT line, raw FROM quarantine WHERE source = $s",
+                           {"s": str(path)}).fetchall())
+    assert raw[4] == '{"request_id": "broken", "timestamp": '
+    assert "caf\ufffd" in raw[24]  # undecodable byte shown as a replacement character
+    assert len(raw[25]) == RAW_LIMIT == 65536  # a huge record is kept truncated
+
+
+def test_larger_record_limit_loads_the_huge_line(con, tmp_path):
+    huge = request("huge", ["a"], query="x" * (10 * 1024 * 1024))
+    write_jsonl(tmp_path / "big.jsonl", [huge])
+    ingest_logs(con, [str(tmp_path / "big.jsonl")], max_record_bytes=16 * 1024 * 1024)
+    assert con.sql("SELECT length(query) FROM requests").fetchall() == [(10 * 1024 * 1024,)]
+
+
+def test_ingesting_the_same_files_twice_changes_no_table(con, tmp_path):
+    write_corpus(tmp_path)
+    ingest_logs(con, [str(tmp_path / "logs")])
+    before = snapshot(con)
+    again = ingest_logs(con, [str(tmp_path / "logs")])
+    assert all(f.skipped for f in again.files)
+    assert snapshot(con) == before
+
+
+def test_same_records_in_another_file_load_once(con, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", GOOD)
+    write_jsonl(tmp_path / "b.jsonl", GOOD[:2] + [request("extra", ["a"])])
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    assert [f.loaded for f in summary.files] == [5, 3]
+    assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == 6
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall()[0][0] == 0
+
+
+def test_redelivered_request_with_other_content_is_quarantined(con, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", GOOD[:1])
+    changed = dict(GOOD[0], query="something else")
+    write_jsonl(tmp_path / "b.jsonl", [changed])
+    ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    (reason,) = con.sql("SELECT reason FROM quarantine").fetchall()[0]
+    assert reason.startswith("conflicts with request_id good-0 already loaded from")
+    assert con.sql("SELECT query FROM requests").fetchall() == [(GOOD[0]["query"],)]
+
+
+def test_changed_file_replaces_what_it_loaded(con, tmp_path):
+    path = write_jsonl(tmp_path / "a.jsonl", GOOD)
+    ingest_logs(con, [str(path)])
+    write_jsonl(path, GOOD[:2] + ["{not json"])
+    (result,) = ingest_logs(con, [str(path)]).files
+    assert (result.read, result.loaded, result.quarantined) == (3, 2, 1)
+    assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == 2
+    assert con.sql("SELECT sum(len(retrieved)) FROM requests").fetchall()[0][0] == 4
+
+
+def test_gzip_and_parquet_logs_load_like_jsonl(con, tmp_path):
+    with gzip.open(tmp_path / "a.jsonl.gz", "wt") as fh:
+        for record in GOOD[:2]:
+            fh.write(json.dumps(record) + "\n")
+    table = pa.table({
+        "request_id": ["p-1", "p-2", None],
+        "timestamp": ["2026-11-01T10:00:00Z", "not a time", "2026-11-01T10:00:00Z"],
+        "query": ["q", "q", "q"],
+        "index_version": ["idx-1"] * 3,
+        "retrieved": [[{"chunk_id": "a", "rank": 1}], [], [{"chunk_id": None, "rank": 1}]],
+        "tags": [{"tenant": "acme"}] * 3,
+    })
+    pq.write_table(table, tmp_path / "b.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl.gz"), str(tmp_path / "b.parquet")])
+    assert [(f.read, f.loaded, f.quarantined) for f in summary.files] == [(2, 2, 0), (3, 1, 2)]
+    reasons = sorted(r[0] for r in con.sql("SELECT reason FROM quarantine").fetchall())
+    assert reasons == ["bad timestamp: not a time",
+                       "missing or null required field: request_id"]
+    raw = con.sql("SELECT raw FROM quarantine WHERE line = 2").fetchall()[0][0]
+    assert json.loads(raw)["timestamp"] == "not a time"
+    assert con.sql("SELECT tags FROM requests WHERE request_id = 'p-1'").fetchall() == [
+        ({"tenant": "acme"},)]
+
+
+def test_parquet_and_jsonl_copies_of_a_record_are_the_same_record(con, tmp_path):
+    record = request("same", [{"chunk_id": "a", "rank": 1, "score": 0.5, "text": "t"}],
+                     tags={"tenant": "acme"}, k=1)
+    write_jsonl(tmp_path / "a.jsonl", [record])
+    pq.write_table(pa.Table.from_pylist([record]), tmp_path / "b.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet")])
+    assert [f.quarantined for f in summary.files] == [0, 0]
+    assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == 1
+
+
+def test_cli_ingest_of_bad_corpus_prints_counts_and_no_traceback(tmp_path):
+    write_corpus(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "--warehouse", str(tmp_path / "w.duckdb"),
+         "ingest", "logs", str(tmp_path / "logs")], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    total = len(GOOD) + len(bad_jsonl_corpus())
+    assert f"read {total}, loaded {len(GOOD)}, quarantined {total - len(GOOD)}" in result.stdout
+
+
+def test_read_equals_loaded_plus_quarantined_in_the_warehouse(con, tmp_path):
+    write_corpus(tmp_path)
+    write_jsonl(tmp_path / "logs" / "dt=2026-11-02" / "part.jsonl", GOOD[:2] + ["{"])
+    ingest_logs(con, [str(tmp_path / "logs")])
+    rows = con.sql("""
+        SELECT f.source, f.n_read, f.n_loaded, f.n_quarantined,
+               (SELECT count(*) FROM quarantine q WHERE q.source = f.source) AS in_quarantine
+        FROM ingest_files f""").fetchall()
+    assert len(rows) == 2
+    for _, read, loaded, quarantined, in_quarantine in rows:
+        assert read == loaded + quarantined
+        assert quarantined == in_quarantine
+
+
+def test_timestamps_with_offsets_are_stored_in_utc(con, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [request("r-1", ["a"], ts="2026-11-01T02:30:00+03:00")])
+    ingest_logs(con, [str(tmp_path / "a.jsonl")])
+    (ts,), = con.sql("SELECT timestamp FROM requests").fetchall()
+    assert ts.isoformat() == "2026-10-31T23:30:00"
+
+
+def test_warehouse_file_persists_between_connections(tmp_path):
+    path = tmp_path / "w.duckdb"
+    write_jsonl(tmp_path / "a.jsonl", GOOD)
+    con = connect(path)
+    ingest_logs(con, [str(tmp_path / "a.jsonl")])
+    con.close()
+    con = connect(path, read_only=True)
+    assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == len(GOOD)
+
+
+@pytest.mark.parametrize("ts", ["infinity", "-infinity", "epoch", "0001-01-01T00:00:00Z",
+                                "2026-13-01T00:00:00Z", "tomorrow"])
+def test_timestamps_other_than_iso_8601_are_quarantined(con, tmp_path, ts):
+    write_jsonl(tmp_path / "a.jsonl", [request("ok", ["a"]), request("odd", ["a"], ts=ts)])
+    (result,) = ingest_logs(con, [str(tmp_path / "a.jsonl")]).files
+    assert (result.loaded, result.quarantined) == (1, 1)
+    assert con.sql("SELECT reason FROM quarantine").fetchall() == [(f"bad timestamp: {ts}",)]
+
+
+@pytest.mark.parametrize("field,value", [
+    ("k", 10_000_000_000), ("index_size", 18446744073709551615), ("turn", 1e10),
+    ("k", 2.5), ("index_size", -1),
+])
+def test_out_of_range_numbers_quarantine_their_record_not_the_file(con, tmp_path, field, value):
+    write_jsonl(tmp_path / "a.jsonl", [request("ok", ["a"]),
+                                       request("odd", ["a"], **{field: value})])
+    (result,) = ingest_logs(con, [str(tmp_path / "a.jsonl")]).files
+    assert (result.read, result.loaded, result.quarantined) == (2, 1, 1)
+    (reason,) = con.sql("SELECT reason FROM quarantine").fetchall()[0]
+    assert reason.startswith(f"{field} must be")
+
+
+@pytest.mark.parametrize("rank", [1e10, -1e30, 0])
+def test_out_of_range_ranks_quarantine_their_record(con, tmp_path, rank):
+    write_jsonl(tmp_path / "a.jsonl", [request("ok", ["a"]),
+                                       request("odd", [{"chunk_id": "a", "rank": rank}])])
+    (result,) = ingest_logs(con, [str(tmp_path / "a.jsonl")]).files
+    assert (result.loaded, result.quarantined) == (1, 1)
+    (reason,) = con.sql("SELECT reason FROM quarantine").fetchall()[0]
+    assert reason.startswith("retrieved item 1 has")
+
+
+def test_records_differing_only_in_which_fields_are_null_are_a_conflict(con, tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"], k=7, session_id="1", turn=2)])
+    write_jsonl(tmp_path / "b.jsonl", [request("r1", ["a"], index_size=7, k=1, turn=2)])
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    assert [f.quarantined for f in summary.files] == [0, 1]
+
+
+def test_request_survives_when_its_first_file_changes_and_a_copy_remains(con, tmp_path):
+    a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"]), request("r2", ["b"])])
+    b = write_jsonl(tmp_path / "b.jsonl", [request("r1", ["a"])])
+    ingest_logs(con, [str(a), str(b)])
+    write_jsonl(a, [request("r2", ["b"])])
+    ingest_logs(con, [str(a), str(b)])
+    rows = con.sql("SELECT request_id, source, line FROM requests ORDER BY 1").fetchall()
+    assert rows == [("r1", str(b), 1), ("r2", str(a), 1)]
+    assert con.sql("SELECT count(*) FROM request_copies").fetchall()[0][0] == 0
+    write_jsonl(b, [request("r3", ["c"])])  # the last copy goes: so does r1
+    ingest_logs(con, [str(a), str(b)])
+    assert [r[0] for r in con.sql("SELECT request_id FROM requests ORDER BY 1").fetchall()] == [
+        "r2", "r3"]
+
+
+def test_a_new_record_size_limit_rereads_the_file(con, tmp_path):
+    path = write_jsonl(tmp_path / "a.jsonl", [request("small", ["a"]),
+                                              request("big", ["a"], query="x" * 2000)])
+    (first,) = ingest_logs(con, [str(path)], max_record_bytes=1000).files
+    assert (first.loaded, first.quarantined) == (1, 1)
+    (second,) = ingest_logs(con, [str(path)], max_record_bytes=100_000).files
+    assert (second.skipped, second.loaded, second.quarantined) == (False, 2, 0)
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall()[0][0] == 0
+
+
+def test_corrupt_gzip_and_parquet_are_one_clear_error(con, tmp_path):
+    good = json.dumps(request("r", ["a"])).encode() * 200
+    data = bytearray(gzip.compress(good))
+    data[len(data) // 2] ^= 0xFF
+    (tmp_path / "bad.jsonl.gz").write_bytes(bytes(data))
+    with pytest.raises(RecallwatchError, match="bad.jsonl.gz: cannot read this file"):
+        ingest_logs(con, [str(tmp_path / "bad.jsonl.gz")])
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
+    with pytest.raises(RecallwatchError, match="bad.parquet: not a readable Parquet file"):
+        ingest_logs(con, [str(tmp_path / "bad.parquet")])
+    assert con.sql("SELECT count(*) FROM ingest_files").fetchall()[0][0] == 0
+
+
+def test_float32_scores_re_deliver_the_same_record(con, tmp_path):
+    record = request("r", [{"chunk_id": "a", "rank": 1, "score": 0.83}])
+    write_jsonl(tmp_path / "a.jsonl", [record])
+    table = pa.Table.from_pylist([record])
+    item = pa.struct([("chunk_id", pa.string()), ("rank", pa.int64()), ("score", pa.float32())])
+    table = table.set_column(table.schema.get_field_index("retrieved"), "retrieved",
+                             table.column("retrieved").cast(pa.list_(item)))
+    pq.write_table(table, tmp_path / "b.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet")])
+    assert [(f.loaded, f.quarantined) for f in summary.files] == [(1, 0), (1, 0)]
+
+
+def test_scores_beyond_float_range_re_deliver_without_error(con, tmp_path):
+    record = request("r", [{"chunk_id": "a", "score": 1e39}])
+    write_jsonl(tmp_path / "a.jsonl", [record, record])
+    write_jsonl(tmp_path / "b.jsonl", [record])
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
+    assert [(f.loaded, f.quarantined) for f in summary.files] == [(2, 0), (1, 0)]
