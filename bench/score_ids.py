@@ -112,7 +112,7 @@ def main() -> int:
     scored = score(con)
     score_s = time.perf_counter() - started
     rss = peak_rss_gib()
-    n_scored = scored.by_status.get("scored", 0)
+    n_scored = sum(statuses.get("scored", 0) for statuses in scored.by_status.values())
     con.close()
 
     ratio = score_s / baseline

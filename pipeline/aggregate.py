@@ -8,21 +8,18 @@ to a session. A window range is replaced in one transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import numpy as np
 import pyarrow as pa
 
+from pipeline import state
+from pipeline.config import GRAINS, Config, check, resolve
 from pipeline.errors import RecallwatchError
-from pipeline.score import current_pass_mark, save_settings, setting
+from pipeline.progress import Progress
 from pipeline.stats import clip_unit, cluster_t_interval, t_interval, wilson_interval
-from pipeline.warehouse import run_script, sql, transaction
-
-GRAINS = {"day": timedelta(days=1), "hour": timedelta(hours=1)}
-
-Progress = Callable[[str, int, int], None]
+from pipeline.warehouse import run_script, transaction
 
 
 @dataclass(frozen=True)
@@ -33,50 +30,33 @@ class AggregateSummary:
     rows: int
 
 
-def _range(con, grain: str, start: datetime | None, end: datetime | None):
-    """[start, end) widened to whole windows of the grain: a window is always recomputed from
-    all of its requests, never from part of them."""
-    if start is None or end is None:
-        # windows that still have metrics but lost their requests are cleared too
-        lo, hi = con.execute(sql("window_span"), {"grain": grain}).fetchall()[0]
-        if lo is None:
-            return None, None
-        start = start or lo
-        end = end or hi + GRAINS[grain]
-    if end <= start:
-        raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
-    floor_start, floor_end = con.execute(
-        "SELECT date_trunc($g, $start::TIMESTAMP), date_trunc($g, $end::TIMESTAMP)",
-        {"g": grain, "start": start, "end": end}).fetchall()[0]
-    return floor_start, (floor_end if floor_end == end else floor_end + GRAINS[grain])
+def aggregate(con, config: Config | None = None, *, grain: str = "day",
+              start: datetime | None = None, end: datetime | None = None,
+              progress: Progress | None = None, **settings) -> AggregateSummary:
+    """Recompute window_metrics for the windows of `grain` in [start, end) (widened to whole
+    windows; every window with requests or metrics when not given), for every route, with the
+    pass mark, cutoffs and alpha of `config` (default: the settings in force, overridden by
+    `settings` such as pass_mark=; nothing is put in force).
 
-
-def aggregate(con, *, grain: str = "day", start: datetime | None = None,
-              end: datetime | None = None, pass_mark: float | None = None,
-              alpha: float = 0.05, progress: Progress | None = None) -> AggregateSummary:
-    """Recompute window_metrics for the windows of [start, end) (all data when not given)."""
+    Replaces those windows' rows in one transaction. Idempotent: aggregating the same windows
+    again over the same scores changes nothing."""
+    config = config or resolve(con, **settings)
+    check(config)
     if grain not in GRAINS:
         raise RecallwatchError(f"--window {grain!r} must be one of {', '.join(GRAINS)}.")
-    pass_mark = current_pass_mark(con, pass_mark)
-    if not 0.0 <= pass_mark <= 1.0:
-        raise RecallwatchError(f"--pass-mark {pass_mark} must lie in [0, 1].")
-    start, end = _range(con, grain, start, end)
+    start, end = state.aggregate_span(con, grain, start, end)
     if start is None:
         return AggregateSummary(grain, None, None, 0)
     if progress:
         progress(f"aggregate by {grain}", 0, 2)
     params = {"start": start, "end": end, "grain": grain}
     with transaction(con):
-        # later runs keep this mark and every grain aggregated so far current
-        grains = set(setting(con, "grains", "day").split(",")) | {grain}
-        save_settings(con, pass_mark=pass_mark, grains=",".join(sorted(grains)))
-        run_script(con, "window_slices", params)
-        run_script(con, "window_metrics", {
-            "pass_mark": pass_mark,
-            "cutoffs": [int(c) for c in setting(con, "cutoffs", "").split(",") if c]})
+        stats = run_script(con, "window_metrics", {**params, "pass_mark": config.pass_mark,
+                                                   "cutoffs": list(config.cutoffs)},
+                           as_arrow=True)
         if progress:
             progress(f"aggregate by {grain}", 1, 2)
-        table = _with_intervals(con, grain, pass_mark, alpha)
+        table = _with_intervals(stats, grain, config.pass_mark, config.alpha)
         # windows are keyed by their start: a range's windows are replaced whole
         con.execute("DELETE FROM window_metrics WHERE grain = $grain AND window_start >= $start "
                     "AND window_start < $end", params)
@@ -88,13 +68,8 @@ def aggregate(con, *, grain: str = "day", start: datetime | None = None,
     return AggregateSummary(grain, start, end, table.num_rows)
 
 
-def _with_intervals(con, grain: str, pass_mark: float, alpha: float) -> pa.Table:
-    stats = con.sql("""
-        SELECT s.*, coalesce(e.n_excluded, 0) AS n_excluded
-        FROM agg_stats s
-        LEFT JOIN agg_excluded e USING (window_start, slice, route, gold_version)
-        ORDER BY window_start, slice, route, gold_version, k
-    """).to_arrow_table()
+def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float) -> pa.Table:
+    """window_metrics rows from the sufficient statistics of each group."""
     col = {name: stats.column(name).to_numpy(zero_copy_only=False)
            for name in stats.column_names}
     n = col["n"].astype(float)

@@ -12,11 +12,11 @@ import os
 import sys
 import traceback
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
+from pipeline.config import DEFAULT_CUTOFFS
 from pipeline.errors import RecallwatchError
-from pipeline.score import DEFAULT_CUTOFFS
 
 DEFAULT_CUTOFFS_TEXT = ",".join(map(str, DEFAULT_CUTOFFS))
 
@@ -25,14 +25,13 @@ DEFAULT_CUTOFFS_TEXT = ",".join(map(str, DEFAULT_CUTOFFS))
 
 def _when(text: str) -> datetime:
     """An ISO date or date-time; naive means UTC. Returned as naive UTC."""
+    from pipeline.api import instant
+
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return instant(text)
+    except RecallwatchError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an ISO date or date-time (e.g. 2026-11-01)") from None
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return value
 
 
 def _positive(text: str) -> int:
@@ -53,6 +52,12 @@ def _unit(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]")
     return value
+
+
+def _cutoffs(text: str | None) -> tuple[int, ...] | None:
+    from pipeline.config import parse_cutoffs
+
+    return parse_cutoffs(text) if text is not None else None
 
 
 @contextmanager
@@ -82,12 +87,6 @@ def _console(stderr: bool = False):
                    width=None if stream.isatty() else 110)
 
 
-def _connect(args, read_only: bool = False, must_exist: bool = False):
-    from pipeline.warehouse import connect
-
-    return connect(args.warehouse, read_only=read_only, must_exist=must_exist)
-
-
 def _file_state(result) -> str:
     if result.skipped:
         return "unchanged, skipped"
@@ -108,46 +107,58 @@ def _print_ingest(summary, *, every_file: bool = True) -> None:
 # ---------------------------------------------------------------------------------- commands
 
 def cmd_ingest_logs(args) -> None:
-    from pipeline.ingest import ingest_logs
+    from pipeline import api
 
-    with _connect(args) as con, _progress() as progress:
-        summary = ingest_logs(con, args.paths, max_record_bytes=args.max_record_bytes,
-                              progress=progress)
+    with _progress() as progress:
+        summary = api.ingest_logs(args.warehouse, args.paths,
+                                  max_record_bytes=args.max_record_bytes, progress=progress)
     _print_ingest(summary)
 
 
 def cmd_ingest_gold(args) -> None:
-    from pipeline.ingest import ingest_gold
+    from pipeline import api
 
-    with _connect(args) as con:
-        result = ingest_gold(con, args.path, args.version)
+    result = api.ingest_gold(args.warehouse, args.path, args.version)
     print(f"gold {args.version} from {result.source}: {_file_state(result)}")
 
 
 def cmd_ingest_index(args) -> None:
-    from pipeline.ingest import ingest_index
+    from pipeline import api
 
-    with _connect(args) as con:
-        result = ingest_index(con, args.path, args.version)
+    result = api.ingest_index(args.warehouse, args.path, args.version)
     print(f"index {args.version} from {result.source}: {_file_state(result)}")
 
 
-def cmd_score(args) -> None:
-    from pipeline.score import parse_cutoffs, score
+def cmd_config(args) -> None:
+    from pipeline import api
 
-    cutoffs = parse_cutoffs(args.cutoffs) if args.cutoffs is not None else None
-    with _connect(args, must_exist=True) as con, _progress() as progress:
-        summary = score(con, start=args.start, end=args.end, cutoffs=cutoffs,
-                        pass_mark=args.pass_mark, gold_version=args.gold_version,
-                        progress=progress)
+    config = api.configure(args.warehouse, cutoffs=_cutoffs(args.cutoffs),
+                           pass_mark=args.pass_mark,
+                           grains=tuple(args.grains.split(",")) if args.grains else None)
+    print(f"cutoffs {config.cutoffs_text}\npass mark {config.pass_mark}\n"
+          f"grains {','.join(config.grains)}\nroutes {','.join(config.routes)}\n"
+          f"gold version {config.gold_version or 'none loaded'} (the newest loaded)")
+
+
+def cmd_score(args) -> None:
+    from pipeline import api
+
+    cutoffs = _cutoffs(args.cutoffs)
+    # cutoffs or a pass mark given to `score` are put in force, so every day is scored alike
+    if cutoffs is not None or args.pass_mark is not None:
+        api.configure(args.warehouse, cutoffs=cutoffs, pass_mark=args.pass_mark)
+    with _progress() as progress:
+        summary = api.score(args.warehouse, args.start, args.end,
+                            gold_version=args.gold_version, progress=progress)
     if not summary.windows:
         print("nothing to score: no requests in the warehouse for that window.")
         return
-    statuses = ", ".join(f"{k} {v}" for k, v in summary.by_status.items()) or "no requests"
-    print(f"scored {len(summary.windows)} day window(s) "
-          f"{summary.windows[0][0]:%Y-%m-%d}..{summary.windows[-1][1]:%Y-%m-%d} "
-          f"against gold {summary.gold_version} (route ids, cutoffs "
-          f"{','.join(map(str, summary.cutoffs))}): {statuses}")
+    for route in summary.routes:
+        statuses = ", ".join(f"{k} {v}" for k, v in summary.by_status[route].items())
+        print(f"scored {len(summary.windows)} day window(s) "
+              f"{summary.windows[0][0]:%Y-%m-%d}..{summary.windows[-1][1]:%Y-%m-%d} "
+              f"against gold {summary.gold_version} (route {route}, cutoffs "
+              f"{','.join(map(str, summary.cutoffs))}): {statuses or 'no requests'}")
     joined = summary.joined
     total = sum(joined.values())
     if total:
@@ -158,11 +169,17 @@ def cmd_score(args) -> None:
 
 
 def cmd_aggregate(args) -> None:
-    from pipeline.aggregate import aggregate
+    from pipeline import api
 
-    with _connect(args, must_exist=True) as con, _progress() as progress:
-        summary = aggregate(con, grain=args.window, start=args.start, end=args.end,
-                            pass_mark=args.pass_mark, progress=progress)
+    # a pass mark given to `aggregate` is put in force, and every grain aggregated so far is
+    # kept current by `run`
+    current = api.configure(args.warehouse)
+    grains = None if args.window in current.grains else (*current.grains, args.window)
+    if args.pass_mark is not None or grains:
+        api.configure(args.warehouse, pass_mark=args.pass_mark, grains=grains)
+    with _progress() as progress:
+        summary = api.aggregate(args.warehouse, args.start, args.end, grain=args.window,
+                                progress=progress)
     if summary.start is None:
         print("nothing to aggregate: no requests in the warehouse.")
         return
@@ -171,98 +188,92 @@ def cmd_aggregate(args) -> None:
 
 
 def cmd_report(args) -> None:
-    from pipeline.report import write_report
+    from pipeline import api
 
-    with _connect(args, read_only=True) as con:
-        path = write_report(con, Path(args.out), k=args.k, gold_version=args.gold_version)
+    path = api.report(args.warehouse, args.out, k=args.k, gold_version=args.gold_version)
     print(f"report: {path.resolve()}")
 
 
 def cmd_export(args) -> None:
     from pipeline.export import export_table
+    from pipeline.warehouse import connect
 
-    with _connect(args, read_only=True) as con:
+    with connect(args.warehouse, read_only=True) as con:
         n = export_table(con, args.table, args.file)
     print(f"{args.table}: {n} rows written to {args.file}")
 
 
 def cmd_run(args) -> None:
-    from pipeline.run import run
-    from pipeline.score import parse_cutoffs
+    from pipeline import api
 
     if bool(args.gold) != bool(args.gold_version):
         raise RecallwatchError("--gold and --gold-version go together.")
     index = [tuple(pair.split("=", 1)[::-1]) for pair in args.index or []]
     if any(len(pair) != 2 for pair in index):
         raise RecallwatchError("--index takes VERSION=PATH, e.g. --index idx-v2=manifest.parquet.")
-    with _connect(args) as con, _progress() as progress:
-        summary = run(con, logs=args.logs, gold=args.gold, gold_version=args.gold_version,
-                      index=index,
-                      cutoffs=parse_cutoffs(args.cutoffs) if args.cutoffs is not None else None,
-                      pass_mark=args.pass_mark,
-                      report_dir=Path(args.out) if args.out else None, progress=progress)
-        if summary.ingest:
-            _print_ingest(summary.ingest, every_file=len(summary.ingest.files) <= 10)
-        print(f"scored {len(summary.days_scored)} day window(s), aggregated "
-              f"{len(summary.days_aggregated)} day(s)")
-        _print_summary_table(con)
+    with _progress() as progress:
+        summary = api.run(args.warehouse, logs=args.logs, gold=args.gold,
+                          gold_version=args.gold_version, index=index,
+                          cutoffs=_cutoffs(args.cutoffs), pass_mark=args.pass_mark,
+                          report_dir=args.out or None, progress=progress)
+    if summary.ingest:
+        _print_ingest(summary.ingest, every_file=len(summary.ingest.files) <= 10)
+    print(f"scored {len(summary.days_scored)} day window(s), aggregated "
+          f"{len(summary.days_aggregated)} day(s)")
+    _print_summary_table(args.warehouse)
     if summary.report:
         print(f"report: {summary.report.resolve()}")
 
 
 def cmd_demo(args) -> None:
+    from pipeline import api
     from pipeline.demo import generate_demo_world
-    from pipeline.run import run
+    from pipeline.warehouse import warehouse_path
 
     out = Path(args.dir)
     print(f"generating the demo world in {out} ...", flush=True)
     world = generate_demo_world(out, seed=args.seed)
-    with _connect(args) as con, _progress() as progress:
-        summary = run(
-            con, logs=[str(world.logs_dir)], gold=str(world.gold_path),
+    with _progress() as progress:
+        summary = api.run(
+            args.warehouse, logs=[str(world.logs_dir)], gold=str(world.gold_path),
             gold_version=world.gold_version,
             index=[(str(path), version) for version, path in world.index_manifests.items()],
-            report_dir=Path(args.out), progress=progress)
-        _print_ingest(summary.ingest, every_file=False)
-        _print_summary_table(con)
-    print(f"\nwarehouse: {Path(con_path(args)).resolve()}")
+            report_dir=args.out, progress=progress)
+    _print_ingest(summary.ingest, every_file=False)
+    _print_summary_table(args.warehouse)
+    print(f"\nwarehouse: {warehouse_path(args.warehouse).resolve()}")
     print(f"report: {summary.report.resolve()}")
 
 
-def con_path(args) -> str:
-    from pipeline.warehouse import warehouse_path
-
-    return str(warehouse_path(args.warehouse))
-
-
-def _print_summary_table(con) -> None:
+def _print_summary_table(warehouse) -> None:
     """Per index version: days, requests scored, mean recall on its first and last day and its
-    lowest day — the shape of drift at a glance."""
+    lowest day — the shape of drift at a glance, in the report's scope."""
     from rich.table import Table
     from rich.text import Text
 
-    from pipeline.report import default_k
-    from pipeline.warehouse import sql
+    from pipeline.report import index_version_summary, resolve_scope
+    from pipeline.report.scope import SERVED_K_CHOICE
+    from pipeline.warehouse import connect
 
-    k, why = default_k(con, "ids")
-    if k is None:
-        print("no scored windows yet.")
-        return
-    rows = con.execute(sql("summary_by_index_version"), {"k": k}).fetchall()
+    with connect(warehouse, read_only=True) as con:
+        scope, _, why = resolve_scope(con)
+        rows = index_version_summary(con, scope)
     if not rows:
         print("no scored windows yet.")
         return
-    served = " (the most common served k)" if why == "most common served k" else ""
-    table = Table(title=f"mean recall@{k} per day{served}, slice all, route ids")
+    served = " (the most common served k)" if why == SERVED_K_CHOICE else ""
+    table = Table(title=f"mean recall@{scope.k} per day{served}, slice all, route {scope.route}")
     for name in ("index version", "k", "gold version", "days", "n", "first day", "last day",
                  "lowest day", "max index size"):
         if name.endswith("version"):  # logged text: may be long, must not be read as markup
             table.add_column(name, overflow="fold", max_width=30)
         else:
             table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
-    for version, gold, days, n, first, last, lowest, size in rows:
-        table.add_row(Text(version), str(k), Text(gold), str(days), str(n), f"{first:.3f}",
-                      f"{last:.3f}", f"{lowest:.3f}", f"{size or 0:,}")
+    for row in rows:
+        table.add_row(Text(row["index_version"]), str(scope.k), Text(row["gold_version"]),
+                      str(row["days"]), str(row["n"]), f"{row['first_recall']:.3f}",
+                      f"{row['last_recall']:.3f}", f"{row['lowest']:.3f}",
+                      f"{row['index_size'] or 0:,}")
     _console().print(table)
 
 
@@ -306,12 +317,20 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--start", type=_when, help=f"first instant to {what} (UTC, inclusive)")
         p.add_argument("--end", type=_when, help=f"end of the window to {what} (UTC, exclusive)")
 
-    p = command(sub, "score", help="score context recall per request (route ids)")
+    p = command(sub, "config", help="show the settings in force, or put new ones in force")
+    p.add_argument("--cutoffs", help="recall@k cutoffs, e.g. 1,3,5,10 (days scored with others "
+                                      "are rescored by the next run)")
+    p.add_argument("--pass-mark", type=_unit, help="recall at or above this passes")
+    p.add_argument("--grains", help="window grains `run` keeps current: day, hour or day,hour")
+    p.set_defaults(func=cmd_config)
+
+    p = command(sub, "score", help="score context recall per request on every route in force")
     window_args(p, "score")
-    p.add_argument("--cutoffs", help="recall@k cutoffs (default: those of the last run, at "
-                                      f"first {DEFAULT_CUTOFFS_TEXT})")
+    p.add_argument("--cutoffs", help="recall@k cutoffs, put in force (default: those in force, "
+                                      f"at first {DEFAULT_CUTOFFS_TEXT})")
     p.add_argument("--pass-mark", type=_unit,
-                   help="recall at or above this passes (default: the last one, at first 0.7)")
+                   help="recall at or above this passes, put in force (default: the one in "
+                        "force, at first 0.7)")
     p.add_argument("--gold-version", help="gold-set version (default: the last loaded)")
     p.set_defaults(func=cmd_score)
 
@@ -319,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", choices=("day", "hour"), default="day")
     window_args(p, "aggregate")
     p.add_argument("--pass-mark", type=_unit,
-                   help="default: the last one used, at first 0.7")
+                   help="put in force (default: the one in force, at first 0.7)")
     p.set_defaults(func=cmd_aggregate)
 
     p = command(sub, "report", help="write the self-contained HTML report")

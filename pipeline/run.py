@@ -1,27 +1,23 @@
-"""Run: every step for new data, in order — ingest the given files (unchanged files are
-skipped), score the day windows that are out of date (they gained, lost or moved requests, were
-never scored, or were scored with another gold set, other cutoffs or other manifests than those
-in force, whichever command loaded them), aggregate those days — and days aggregated with
-another pass mark — in every grain kept, and write the report. The CLI's `run` and `demo` and
-any scheduler call this."""
+"""Run: catch up. Every step for new data, in order — ingest the given files (unchanged files
+are skipped), score the day windows that pipeline.state finds stale, aggregate those days and
+every other stale day in every grain kept, and write the report. The CLI's `run` and `demo`
+and any scheduler call this."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
+from pipeline import state
 from pipeline.aggregate import aggregate
+from pipeline.config import put_in_force, require_gold, resolve
+from pipeline.errors import RecallwatchError
 from pipeline.ingest import IngestSummary, ingest_gold, ingest_index, ingest_logs
-from pipeline.score import (
-    current_cutoffs,
-    current_pass_mark,
-    latest_gold_version,
-    manifest_fingerprint,
-    score,
-    setting,
-)
-from pipeline.warehouse import sql
+from pipeline.progress import Progress
+from pipeline.score import score
+
+contiguous = state.contiguous
 
 
 @dataclass(frozen=True)
@@ -32,58 +28,46 @@ class RunSummary:
     report: Path | None
 
 
-def days_to_score(con, changed_sources: list[str], *, gold_version: str,
-                  cutoffs: tuple[int, ...], route: str = "ids") -> list[datetime]:
-    """Days with requests from files (re)ingested now, with requests never scored, with scores
-    whose request is gone or moved, or scored with another gold set, cutoffs or manifests."""
-    rows = con.execute(sql("days_to_score"), {
-        "sources": changed_sources, "route": route, "gold_version": gold_version,
-        "cutoffs": ",".join(map(str, cutoffs)), "manifests": manifest_fingerprint(con),
-    }).fetchall()
-    return [row[0] for row in rows]
-
-
-def contiguous(days: list[datetime]) -> list[tuple[datetime, datetime]]:
-    """Runs of consecutive days as [start, end) ranges, so each is one score/aggregate call."""
-    ranges: list[tuple[datetime, datetime]] = []
-    for day in days:
-        if ranges and ranges[-1][1] == day:
-            ranges[-1] = (ranges[-1][0], day + timedelta(days=1))
-        else:
-            ranges.append((day, day + timedelta(days=1)))
-    return ranges
-
-
 def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
         cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
-        report_dir: Path | None = None, progress=None) -> RunSummary:
+        report_dir: Path | None = None, progress: Progress | None = None) -> RunSummary:
+    """Bring the warehouse up to date and return what was done.
+
+    Loads `gold` as `gold_version` (both or neither) and each (path, version) of `index`, then
+    the `logs` (files, directories, globs). `cutoffs` and `pass_mark`, when given, are put in
+    force first: every day built with others becomes stale. Scores with `gold_version`, else
+    the newest loaded gold set. Then rescores exactly the stale days (pipeline.state: new or
+    changed requests, another gold set, other cutoffs or manifests, part-scored days),
+    re-aggregates them and every day with stale metrics in every grain kept, and writes the
+    report to `report_dir` when given.
+
+    Idempotent: a second run over the same inputs rescores nothing and changes nothing."""
+    if gold and not gold_version:
+        raise RecallwatchError("--gold needs --gold-version to name the gold-set version.")
     if gold:
-        ingest_gold(con, gold, gold_version or "")
+        ingest_gold(con, gold, gold_version)
     for path, version in index or []:
         ingest_index(con, path, version)
     summary = ingest_logs(con, logs, progress=progress) if logs else None
-    changed = [f.source for f in summary.files if not f.skipped] if summary else []
-    cutoffs, pass_mark = current_cutoffs(con, cutoffs), current_pass_mark(con, pass_mark)
+    if cutoffs is not None or pass_mark is not None:
+        put_in_force(con, resolve(con, cutoffs=cutoffs, pass_mark=pass_mark))
+    config = resolve(con, gold_version=gold_version)
     days: list[datetime] = []
     if con.execute("SELECT 1 FROM requests LIMIT 1").fetchall():
-        gold_version = gold_version or latest_gold_version(con)
-        # out-of-date days are found in the data (score_windows), whichever command left them
-        for start, end in contiguous(days_to_score(con, changed, gold_version=gold_version,
-                                                   cutoffs=cutoffs)):
-            scored = score(con, start=start, end=end, cutoffs=cutoffs, pass_mark=pass_mark,
-                           gold_version=gold_version, progress=progress)
+        config = replace(config, gold_version=require_gold(config))
+        for start, end in state.contiguous(state.stale_score_days(con, config)):
+            scored = score(con, config, start=start, end=end, progress=progress)
             days.extend(w[0] for w in scored.windows)
     aggregated: set[datetime] = set()
-    for grain in setting(con, "grains", "day").split(","):  # every grain kept stays current
-        stale = [row[0] for row in con.execute(sql("days_to_aggregate"), {
-            "grain": grain, "pass_mark": pass_mark, "route": "ids"}).fetchall()]
-        for start, end in contiguous(sorted(set(days) | set(stale))):
-            aggregate(con, grain=grain, start=start, end=end, pass_mark=pass_mark,
-                      progress=progress)
-        aggregated |= set(days) | set(stale)
+    for grain in config.grains:
+        stale = set(days) | set(state.stale_metric_days(con, config, grain))
+        for start, end in state.contiguous(sorted(stale)):
+            aggregate(con, config, grain=grain, start=start, end=end, progress=progress)
+        aggregated |= stale
     report = None
     if report_dir is not None:
         from pipeline.report import write_report
-        report = write_report(con, report_dir, gold_version=gold_version)
+
+        report = write_report(con, report_dir, gold_version=config.gold_version)
     return RunSummary(summary, tuple(days), tuple(sorted(aggregated)), report)

@@ -1,11 +1,12 @@
--- days_with_data: the UTC days that hold requests or scores of a route, within optional bounds.
--- Grain: one row per day. Parameters: $start, $end (TIMESTAMP or NULL for unbounded), $route.
+-- days_with_data: the UTC days that hold requests, or scores of the given routes, within
+-- optional bounds. Grain: one row per day. Parameters: $start, $end (TIMESTAMP or NULL for
+-- unbounded), $routes (VARCHAR[]).
 -- A day with scores but no requests left is included, so re-scoring it clears its old rows.
 
 SELECT DISTINCT date_trunc('day', timestamp) AS day FROM requests
 WHERE ($start IS NULL OR timestamp >= $start) AND ($end IS NULL OR timestamp < $end)
 UNION
 SELECT DISTINCT date_trunc('day', timestamp) FROM request_scores
-WHERE route = $route
+WHERE list_contains($routes::VARCHAR[], route)
   AND ($start IS NULL OR timestamp >= $start) AND ($end IS NULL OR timestamp < $end)
 ORDER BY day;

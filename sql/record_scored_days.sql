@@ -1,5 +1,5 @@
--- record_score_windows: after a batch of windows is scored, note what each day was scored with
--- and void the metrics derived from its old scores (aggregate or run rebuilds them).
+-- record_scored_days: after a batch of windows is scored on a route, note what each day was
+-- scored with (pipeline.state reads it to find stale days).
 -- Grain: score_windows one row per route and day. Parameters: $windows (list of {start, end}
 -- of the batch), $route, $gold, $cutoffs, $manifests.
 -- A day only partly scored loses its row, so `run` rescores it whole; a day is recorded only
@@ -11,10 +11,6 @@ SELECT date_trunc('day', w.start) AS day,
                 AND w."end" = date_trunc('day', w.start) + INTERVAL 1 DAY) AS whole
 FROM (SELECT unnest($windows::STRUCT(start TIMESTAMP, "end" TIMESTAMP)[], recursive := true)) w
 GROUP BY ALL;
-
-DELETE FROM window_metrics
-WHERE route = $route
-  AND date_trunc('day', window_start) IN (SELECT day FROM batch_days);
 
 DELETE FROM score_windows
 WHERE route = $route AND day IN (SELECT day FROM batch_days);

@@ -1,7 +1,8 @@
--- days_to_aggregate: the UTC days whose window metrics of a grain are out of date: a window of
--- the day has scores but no metrics (scoring drops a day's metrics; an aggregation may have
--- covered only part of the day), or the day was aggregated with another pass mark than the one
--- in force. Grain: one row per day. Parameters: $grain, $pass_mark, $route.
+-- stale_metric_days: the UTC days whose window metrics of a grain are out of date
+-- (pipeline.state): a window of the day has scores on the route but no metrics (scoring a day
+-- invalidates its metrics; an aggregation may have covered only part of the day), or the day
+-- was aggregated with another pass mark than the one in force.
+-- Grain: one row per day. Parameters: $grain, $pass_mark, $route.
 
 SELECT DISTINCT date_trunc('day', window_start) AS day
 FROM window_metrics

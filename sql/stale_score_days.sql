@@ -1,23 +1,23 @@
--- days_to_score: the UTC days whose scores are out of date.
--- Grain: one row per day. Parameters: $sources (files ingested or re-ingested just now),
--- $route, and the configuration in force: $gold_version, $cutoffs (e.g. '1,3,5'), $manifests.
--- A day qualifies when a file loaded requests into it, when it has requests never scored on
--- the route, when it holds scores whose request is gone or moved to another day, or when it
--- was scored with another gold set, other cutoffs or other index manifests.
+-- stale_score_days: the UTC days whose scores on a route are out of date (pipeline.state).
+-- Grain: one row per day. Parameters: $route, and what the route's days must have been
+-- scored with: $gold_version, $cutoffs (e.g. '1,3,5'), $manifests.
+-- A day qualifies when it has requests never scored on
+-- the route, when it holds scores whose request is gone or moved to another day, when it was
+-- scored with another gold set, other cutoffs or other index manifests, or when it was only
+-- partly scored, or when ingest changed its requests since (void_scored_days forgot it).
 
-SELECT DISTINCT date_trunc('day', timestamp) AS day FROM requests
-WHERE source IN (SELECT unnest($sources::VARCHAR[]))
-UNION
-SELECT DISTINCT date_trunc('day', r.timestamp) FROM requests r
+SELECT DISTINCT date_trunc('day', r.timestamp) AS day FROM requests r
 ANTI JOIN request_scores s ON s.request_id = r.request_id AND s.route = $route
 UNION
 SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s
 ANTI JOIN requests r ON s.request_id = r.request_id
+WHERE s.route = $route
 UNION
--- a request re-delivered with another timestamp: its old day loses it
-SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s
+-- a request re-delivered with another timestamp: its old day loses it, its new day gains it
+SELECT DISTINCT unnest([date_trunc('day', s.timestamp), date_trunc('day', r.timestamp)])
+FROM request_scores s
 JOIN requests r ON s.request_id = r.request_id
-WHERE date_trunc('day', s.timestamp) <> date_trunc('day', r.timestamp)
+WHERE s.route = $route AND date_trunc('day', s.timestamp) <> date_trunc('day', r.timestamp)
 UNION
 SELECT day FROM score_windows
 WHERE route = $route

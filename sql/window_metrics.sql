@@ -1,8 +1,34 @@
 -- window_metrics: sufficient statistics of recall per window x slice x route x gold version x
--- cutoff k, for the interval functions of pipeline/stats.py. Grain: one row per group in
--- agg_stats. Input: agg_requests (window_slices.sql). Parameters: $pass_mark, and $cutoffs for
--- windows with nothing scored.
--- Cluster sums are per session (a request without one is its own cluster).
+-- cutoff k, for the interval functions of pipeline/stats.py (pipeline/aggregate.py turns the
+-- final SELECT into window_metrics rows).
+-- Grain of the result: one row per window x slice x route x gold version x k.
+-- Parameters: $start, $end (TIMESTAMP), $grain ('day' | 'hour'), $pass_mark, and $cutoffs
+-- (the k of windows with nothing scored).
+-- Slices: 'all', 'index_version=<v>', and '<tag>=<value>' for each tag. Cluster sums are per
+-- session (a request without one is its own cluster).
+
+-- every request of [$start, $end) with its window and each slice it belongs to
+CREATE OR REPLACE TEMP TABLE agg_requests AS
+SELECT
+    r.request_id,
+    date_trunc($grain, r.timestamp) AS window_start,
+    r.index_version,
+    r.index_size,
+    -- a request without a session is its own cluster
+    coalesce('s:' || r.session_id, 'r:' || r.request_id) AS cluster_key,
+    r.session_id IS NOT NULL AS in_session,
+    -- tags as <key>=<value>: '=' and '\' in a key are escaped with '\', a key named like a
+    -- built-in slice (or already starting with 'tag.') gets 'tag.' in front, a null value is
+    -- no tag; so two different tags never share a slice
+    unnest(list_distinct(['all', 'index_version=' || r.index_version]
+        || coalesce(list_transform(
+               list_filter(map_entries(r.tags), lambda e: e.value IS NOT NULL),
+               lambda e: CASE WHEN e.key IN ('all', 'index_version') OR starts_with(e.key, 'tag.')
+                              THEN 'tag.' ELSE '' END
+                         || replace(replace(e.key, '\', '\\'), '=', '\=') || '=' || e.value),
+           []::VARCHAR[]))) AS slice
+FROM requests r
+WHERE r.timestamp >= $start AND r.timestamp < $end;
 
 CREATE OR REPLACE TEMP TABLE agg_stats AS
 WITH scored AS (
@@ -69,3 +95,8 @@ SELECT
 FROM empty e
 JOIN agg_requests a USING (window_start, slice)
 GROUP BY e.window_start, e.slice, e.route, e.gold_version;
+
+SELECT s.*, coalesce(e.n_excluded, 0) AS n_excluded
+FROM agg_stats s
+LEFT JOIN agg_excluded e USING (window_start, slice, route, gold_version)
+ORDER BY window_start, slice, route, gold_version, k;

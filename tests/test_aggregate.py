@@ -10,6 +10,7 @@ import statsmodels.api as sm
 from statsmodels.stats.proportion import proportion_confint
 
 from pipeline.aggregate import aggregate
+from pipeline.config import put_in_force, resolve
 from pipeline.errors import RecallwatchError
 from pipeline.ingest import ingest_gold, ingest_logs
 from pipeline.score import score
@@ -32,7 +33,8 @@ def world(con, tmp_path, sessions: bool, n: int = 40, seed: int = 3):
     write_jsonl(tmp_path / "logs.jsonl", records)
     ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
     ingest_logs(con, [str(tmp_path / "logs.jsonl")])
-    score(con, pass_mark=0.5)
+    score(con)
+    put_in_force(con, resolve(con, pass_mark=0.5))
     aggregate(con)
 
 

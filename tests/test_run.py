@@ -10,8 +10,14 @@ from datetime import datetime
 import duckdb
 import pytest
 
+from pipeline.config import put_in_force, resolve
 from pipeline.run import contiguous, run
 from tests.conftest import golden, request, snapshot, write_jsonl
+
+
+def keep_in_force(con, **settings) -> None:
+    """The explicit act of the CLI's options that change what is in force."""
+    put_in_force(con, resolve(con, **settings))
 
 
 def scored_days(con) -> list[str]:
@@ -140,6 +146,7 @@ def test_run_keeps_hourly_metrics_current(con, tmp_path):
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
     a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"], ts="2026-11-01T10:00:00Z")])
     run(con, logs=[str(a)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    keep_in_force(con, grains=("day", "hour"))  # what `aggregate --window hour` does
     aggregate(con, grain="hour")
     b = write_jsonl(tmp_path / "b.jsonl", [request("r2", ["a", "b"],
                                                    ts="2026-11-01T10:30:00Z")])
@@ -173,7 +180,8 @@ def test_pass_mark_set_by_aggregate_holds_for_later_runs(con, tmp_path):
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
     a = write_jsonl(tmp_path / "a.jsonl", [request("r1", ["a"], ts="2026-11-01T10:00:00Z")])
     run(con, logs=[str(a)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
-    aggregate(con, pass_mark=0.5)
+    keep_in_force(con, pass_mark=0.5)  # what `aggregate --pass-mark 0.5` does
+    aggregate(con)
     b = write_jsonl(tmp_path / "b.jsonl", [request("r2", ["a"], ts="2026-11-02T10:00:00Z")])
     summary = run(con, logs=[str(a), str(b)])
     assert [d.day for d in summary.days_scored] == [2]  # no mark change, no full rescore
@@ -195,7 +203,8 @@ def test_new_cutoffs_given_to_a_windowed_score_reach_every_day_on_the_next_run(c
     from pipeline.score import score
 
     logs = three_days(con, tmp_path)
-    score(con, start=datetime(2026, 11, 2), end=datetime(2026, 11, 3), cutoffs=(1, 2))
+    keep_in_force(con, cutoffs=(1, 2))  # what `score --cutoffs 1,2` does
+    score(con, start=datetime(2026, 11, 2), end=datetime(2026, 11, 3))
     summary = run(con, logs=logs)
     assert [d.day for d in summary.days_scored] == [1, 3]
     assert con.sql("SELECT DISTINCT cutoffs FROM request_cutoffs").fetchall() == [([1, 2],)]
@@ -219,7 +228,8 @@ def test_a_pass_mark_given_to_score_reaches_every_day_on_the_next_run(con, tmp_p
     from pipeline.score import score
 
     logs = three_days(con, tmp_path)
-    score(con, start=datetime(2026, 11, 2), end=datetime(2026, 11, 3), pass_mark=0.5)
+    keep_in_force(con, pass_mark=0.5)  # what `score --pass-mark 0.5` does
+    score(con, start=datetime(2026, 11, 2), end=datetime(2026, 11, 3))
     summary = run(con, logs=logs)
     assert summary.days_scored == ()  # a pass mark needs no rescoring, only aggregation
     marks = con.sql("SELECT DISTINCT pass_mark, pass_rate FROM window_metrics").fetchall()
@@ -243,12 +253,14 @@ def test_part_day_scores_are_made_whole_by_the_next_run(con, tmp_path):
     from pipeline.score import score
 
     logs = three_days(con, tmp_path)
+    keep_in_force(con, grains=("day", "hour"))
     aggregate(con, grain="hour")
     write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"])])
     ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2")
     # only the afternoon of day 1 and the morning of day 2, with the old gold set
+    keep_in_force(con, cutoffs=(1, 2))
     score(con, start=datetime(2026, 11, 1, 12), end=datetime(2026, 11, 2, 12),
-          gold_version="v1", cutoffs=(1, 2))
+          gold_version="v1")
     score(con, start=datetime(2026, 11, 3, 12), end=datetime(2026, 11, 3, 18))  # no requests
     run(con, logs=logs)
     assert con.sql("SELECT DISTINCT gold_version FROM request_scores").fetchall() == [("v2",)]
@@ -269,6 +281,7 @@ def test_hours_left_out_by_a_partial_hourly_aggregation_are_filled_by_run(con, t
     a = write_jsonl(tmp_path / "a.jsonl", [
         request(f"r{h}", ["a"], ts=f"2026-11-01T{h:02d}:30:00Z") for h in (3, 9, 15)])
     run(con, logs=[str(a)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    keep_in_force(con, grains=("day", "hour"))
     aggregate(con, grain="hour", start=datetime(2026, 11, 1, 8), end=datetime(2026, 11, 1, 12))
     run(con, logs=[str(a)])
     hours = con.sql("SELECT hour(window_start) FROM window_metrics WHERE grain = 'hour' "

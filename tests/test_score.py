@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.aggregate import aggregate
+from pipeline.config import put_in_force, resolve
 from pipeline.ingest import ingest_gold, ingest_logs
 from pipeline.score import score
 from pipeline.warehouse import connect
@@ -344,8 +345,12 @@ def test_logged_ranks_order_the_list_but_k_counts_places(con, tmp_path):
                       ("ties", "c", "beyond_k", 3), ("ties", "d", "beyond_k", 4)]
 
 
-def test_later_scores_keep_the_cutoffs_and_pass_mark_of_the_last_run(con, tmp_path):
+def test_later_scores_keep_the_cutoffs_put_in_force(con, tmp_path):
     load(con, tmp_path, [golden("g-1", ["a"])], [request("r-1", ["a"])], cutoffs=(1, 2))
+    # cutoffs given to one call are for that call only ...
+    assert score(con).cutoffs == (1, 3, 5, 10, 20, 50, 100)
+    # ... putting them in force is the explicit act that later scores keep
+    put_in_force(con, resolve(con, cutoffs=(1, 2)))
     summary = score(con)
     assert summary.cutoffs == (1, 2)
     assert con.sql("SELECT DISTINCT cutoffs FROM request_cutoffs").fetchall() == [([1, 2],)]

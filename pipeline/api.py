@@ -1,0 +1,131 @@
+"""The public library API: what the `recallwatch` CLI and a scheduler (an Airflow task) call.
+
+Each function takes plain values — a warehouse path (None: $RECALLWATCH_WAREHOUSE, else
+./warehouse/recallwatch.duckdb), ISO dates or date-times (naive means UTC), file paths,
+settings — opens the warehouse, resolves the configuration once, runs one step and returns its
+summary. Every step replaces what it builds for its window in one transaction and is
+idempotent: calling it twice with the same inputs changes nothing. DuckDB allows one writer
+process per warehouse file; a second writer gets a clear error, never a half-written window."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pipeline import config as settings
+from pipeline.errors import RecallwatchError
+from pipeline.progress import Progress
+from pipeline.warehouse import connect
+
+Warehouse = str | os.PathLike | None
+When = str | datetime | None
+
+
+def instant(value: When, what: str = "time") -> datetime | None:
+    """An ISO date or date-time (or a datetime) as a naive UTC datetime; None stays None."""
+    if value is None or isinstance(value, datetime):
+        parsed = value
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise RecallwatchError(
+                f"{what} {value!r} is not an ISO date or date-time (e.g. 2026-11-01).") from None
+    if parsed is not None and parsed.tzinfo is not None:
+        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
+    return parsed
+
+
+def ingest_logs(warehouse: Warehouse, paths: list[str], *, max_record_bytes: int | None = None,
+                progress: Progress | None = None):
+    """Load request logs (JSONL[.gz] / Parquet files, directories, globs). Unchanged files are
+    skipped; a changed file replaces what it loaded. Returns an IngestSummary."""
+    from pipeline.ingest import DEFAULT_MAX_RECORD_BYTES
+    from pipeline.ingest import ingest_logs as load
+
+    with connect(warehouse) as con:
+        return load(con, paths, max_record_bytes=max_record_bytes or DEFAULT_MAX_RECORD_BYTES,
+                    progress=progress)
+
+
+def ingest_gold(warehouse: Warehouse, path: str, version: str):
+    """Load one gold-set version (immutable: the same content again is a no-op)."""
+    from pipeline.ingest import ingest_gold as load
+
+    with connect(warehouse) as con:
+        return load(con, path, version)
+
+
+def ingest_index(warehouse: Warehouse, path: str, version: str):
+    """Load (replace) the chunk manifest of one index version."""
+    from pipeline.ingest import ingest_index as load
+
+    with connect(warehouse) as con:
+        return load(con, path, version)
+
+
+def configure(warehouse: Warehouse, *, cutoffs: tuple[int, ...] | None = None,
+              pass_mark: float | None = None,
+              grains: tuple[str, ...] | None = None) -> settings.Config:
+    """Put the given settings in force (the others stay) and return the configuration now in
+    force. Days built with other settings become stale; the next `run` rebuilds them."""
+    with connect(warehouse, must_exist=True) as con:
+        config = settings.resolve(con, cutoffs=cutoffs, pass_mark=pass_mark, grains=grains)
+        if cutoffs is not None or pass_mark is not None or grains is not None:
+            settings.put_in_force(con, config)
+        return config
+
+
+def score(warehouse: Warehouse, start: When = None, end: When = None, *,
+          cutoffs: tuple[int, ...] | None = None, gold_version: str | None = None,
+          routes: tuple[str, ...] | None = None, progress: Progress | None = None):
+    """Score the requests of [start, end) (every day with data when not given) on every route
+    in force; see pipeline.score.score. Given cutoffs are used for this call only (put them in
+    force with `configure`). Returns a ScoreSummary."""
+    from pipeline.score import score as score_windows
+
+    with connect(warehouse, must_exist=True) as con:
+        config = settings.resolve(con, cutoffs=cutoffs, gold_version=gold_version,
+                                  routes=routes)
+        return score_windows(con, config, start=instant(start, "start"),
+                             end=instant(end, "end"), progress=progress)
+
+
+def aggregate(warehouse: Warehouse, start: When = None, end: When = None, *,
+              grain: str = "day", pass_mark: float | None = None,
+              progress: Progress | None = None):
+    """Recompute window_metrics of `grain` for [start, end) widened to whole windows; see
+    pipeline.aggregate.aggregate. Returns an AggregateSummary."""
+    from pipeline.aggregate import aggregate as aggregate_windows
+
+    with connect(warehouse, must_exist=True) as con:
+        config = settings.resolve(con, pass_mark=pass_mark)
+        return aggregate_windows(con, config, grain=grain, start=instant(start, "start"),
+                                 end=instant(end, "end"), progress=progress)
+
+
+def report(warehouse: Warehouse, out_dir: str | os.PathLike, *, k: int | None = None,
+           gold_version: str | None = None, route: str | None = None) -> Path:
+    """Write out_dir/report.html from the warehouse (opened read-only); returns its path."""
+    from pipeline.report import write_report
+    from pipeline.routes import DEFAULT_ROUTE
+
+    with connect(warehouse, read_only=True) as con:
+        return write_report(con, Path(out_dir), route=route or DEFAULT_ROUTE, k=k,
+                            gold_version=gold_version)
+
+
+def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None = None,
+        gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
+        cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
+        report_dir: str | os.PathLike | None = None, progress: Progress | None = None):
+    """Catch up: ingest, rescore the stale days, re-aggregate, write the report; see
+    pipeline.run.run. Returns a RunSummary."""
+    from pipeline.run import run as catch_up
+
+    with connect(warehouse) as con:
+        return catch_up(con, logs=logs, gold=gold, gold_version=gold_version, index=index,
+                        cutoffs=cutoffs, pass_mark=pass_mark,
+                        report_dir=Path(report_dir) if report_dir is not None else None,
+                        progress=progress)

@@ -1,0 +1,187 @@
+"""The one owner of the pipeline's state: which windows of which step are stale, what a window
+was built with, and what becomes stale when a window changes.
+
+Steps run in order, each built from the rows of the one before it: `ingest` (requests) →
+`score` (request_scores, request_cutoffs, miss_causes per route and UTC day) → `aggregate`
+(window_metrics per grain). A step asks this module which windows to (re)build, records what it
+built a window with, and calls `invalidate` when it changed a day, which voids what the steps
+built on it hold for that day — each step's rows by that step's own SQL — so the next `run`
+rebuilds it. A later step (drift, alerts) joins by adding itself to STEPS with its own void
+SQL; nobody else deletes its rows.
+
+What is stale is found in the warehouse itself, whichever command left it so:
+- a day's scores on a route, when a log file (re)loaded or removed requests of it, when it has
+  requests
+  never scored or scores whose request is gone or moved, when it was scored with another gold
+  set, other cutoffs or other index manifests than those in force, or only partly
+  (sql/stale_score_days.sql, from `score_windows`, written by sql/record_scored_days.sql);
+- a day's metrics of a grain, when a window of it has scores but no metrics or was aggregated
+  with another pass mark (sql/stale_metric_days.sql)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pipeline.config import GRAINS, Config
+from pipeline.errors import RecallwatchError
+from pipeline.warehouse import run_script, sql
+
+ONE_DAY = timedelta(days=1)
+
+Window = tuple[datetime, datetime]
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    built_from: str | None   # the step whose rows it is computed from
+    # sql/<void>.sql voids what this step built on given days ($days; $route, NULL for every
+    # route): it deletes the rows, or forgets that they are current so they get rebuilt
+    void: str | None
+
+
+STEPS = (
+    Step("ingest", None, None),
+    Step("score", "ingest", "void_scored_days"),
+    Step("aggregate", "score", "clear_window_metrics"),
+)
+
+
+def dependents(step: str) -> list[Step]:
+    """The steps built directly on `step`'s rows."""
+    return [s for s in STEPS if s.built_from == step]
+
+
+def invalidate(con, step: str, days: list[datetime], route: str | None = None) -> None:
+    """`step` changed its rows of these UTC days (on `route`, or on every route): void what the
+    steps built directly on them hold for those days. Each of those, when rebuilt, voids its
+    own dependents in turn, so a day's old numbers stay readable until they are replaced."""
+    if not days:
+        return
+    for later in dependents(step):
+        run_script(con, later.void, {"route": route, "days": sorted(set(days))})
+
+
+def source_days(con, source: str) -> list[datetime]:
+    """The UTC days of the requests a log file holds (ingest voids them before and after it
+    replaces the file's requests)."""
+    return [row[0] for row in con.execute(sql("days_of_source"), {"source": source}).fetchall()]
+
+
+# ------------------------------------------------------------------------------------ score
+
+def manifest_fingerprint(con) -> str:
+    """Which manifest content each index version holds: miss causes depend on it."""
+    return con.execute(
+        "SELECT coalesce(string_agg(version || ':' || content_hash, ',' ORDER BY version), '') "
+        "FROM ingest_files WHERE kind = 'index'").fetchall()[0][0]
+
+
+def stale_score_days(con, config: Config) -> list[datetime]:
+    """Days whose scores on any route of `config` are out of date (see the module doc)."""
+    manifests = manifest_fingerprint(con)
+    days: set[datetime] = set()
+    for route in config.routes:
+        days.update(row[0] for row in con.execute(sql("stale_score_days"), {
+            "route": route, "gold_version": config.gold_version,
+            "cutoffs": config.cutoffs_text, "manifests": manifests}).fetchall())
+    return sorted(days)
+
+
+def score_windows(con, start: datetime | None, end: datetime | None,
+                  routes: tuple[str, ...]) -> list[Window]:
+    """UTC day windows covering [start, end); a partial day at either end is clipped to the
+    given bounds, and a day without requests is a window too (its stale scores go). Without
+    bounds: every day that has requests or scores (so a day whose requests were all removed is
+    cleared); with one bound, those days on that side of it."""
+    if start is not None and end is not None and end <= start:
+        raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
+    if start is None or end is None:
+        days = [row[0] for row in con.execute(sql("days_with_data"), {
+            "start": start, "end": end, "routes": list(routes)}).fetchall()]
+        return [(max(day, start) if start else day,
+                 min(day + ONE_DAY, end) if end else day + ONE_DAY) for day in days]
+    windows = []
+    cursor = start
+    while cursor < end:
+        next_day = datetime.combine(cursor.date(), datetime.min.time()) + ONE_DAY
+        windows.append((cursor, min(next_day, end)))
+        cursor = next_day
+    return windows
+
+
+def batches(con, windows: list[Window], batch_requests: int) -> list[list[Window]]:
+    """Group consecutive windows so that each group holds at most batch_requests requests
+    (a single window larger than that is a group of its own)."""
+    if not windows:
+        return []
+    counts = dict(con.execute(
+        "SELECT date_trunc('day', timestamp) AS day, count(*) FROM requests "
+        "WHERE timestamp >= $start AND timestamp < $end GROUP BY day",
+        {"start": windows[0][0], "end": windows[-1][1]}).fetchall())
+    groups: list[list[Window]] = []
+    size = 0
+    for window in windows:
+        n = counts.get(datetime.combine(window[0].date(), datetime.min.time()), 0)
+        if groups and size + n <= batch_requests:
+            groups[-1].append(window)
+            size += n
+        else:
+            groups.append([window])
+            size = n
+    return groups
+
+
+def record_scored(con, route: str, batch: list[Window], config: Config,
+                  cleared_days: list[datetime]) -> None:
+    """The windows of `batch` were scored on `route` with `config`: note it per day, and void
+    the metrics of those days and of the days whose old scores were deleted (a request that
+    moved day leaves its old day)."""
+    run_script(con, "record_scored_days", {
+        "windows": [{"start": a, "end": b} for a, b in batch], "route": route,
+        "gold": config.gold_version, "cutoffs": config.cutoffs_text,
+        "manifests": manifest_fingerprint(con)})
+    days = {datetime.combine(a.date(), datetime.min.time()) for a, _ in batch}
+    invalidate(con, "score", sorted(days | set(cleared_days)), route)
+
+
+# -------------------------------------------------------------------------------- aggregate
+
+def stale_metric_days(con, config: Config, grain: str) -> list[datetime]:
+    """Days whose metrics of `grain` are out of date on any route of `config`."""
+    days: set[datetime] = set()
+    for route in config.routes:
+        days.update(row[0] for row in con.execute(sql("stale_metric_days"), {
+            "grain": grain, "pass_mark": config.pass_mark, "route": route}).fetchall())
+    return sorted(days)
+
+
+def aggregate_span(con, grain: str, start: datetime | None,
+                   end: datetime | None) -> Window | tuple[None, None]:
+    """[start, end) widened to whole windows of the grain: a window is always recomputed from
+    all of its requests, never from part of them. Unbounded: from the first to the last window
+    with requests or metrics (windows that lost their requests are cleared too)."""
+    if start is None or end is None:
+        lo, hi = con.execute(sql("window_span"), {"grain": grain}).fetchall()[0]
+        if lo is None:
+            return None, None
+        start = start or lo
+        end = end or hi + GRAINS[grain]
+    if end <= start:
+        raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
+    floor_start, floor_end = con.execute(
+        "SELECT date_trunc($g, $start::TIMESTAMP), date_trunc($g, $end::TIMESTAMP)",
+        {"g": grain, "start": start, "end": end}).fetchall()[0]
+    return floor_start, (floor_end if floor_end == end else floor_end + GRAINS[grain])
+
+
+def contiguous(days: list[datetime]) -> list[Window]:
+    """Runs of consecutive days as [start, end) ranges, so each is one score/aggregate call."""
+    ranges: list[Window] = []
+    for day in sorted(set(days)):
+        if ranges and ranges[-1][1] == day:
+            ranges[-1] = (ranges[-1][0], day + ONE_DAY)
+        else:
+            ranges.append((day, day + ONE_DAY))
+    return ranges

@@ -1,0 +1,27 @@
+-- score_clear: remove a route's old rows for the requests of one window [$start, $end), first
+-- step of scoring it. Grain: deletes from request_scores, request_cutoffs and miss_causes (one
+-- route). Parameters: $route, $start, $end (TIMESTAMP, UTC).
+-- The window's old rows are those of its requests wherever they were scored before, and scores
+-- dated in the window whose request has since been removed or moved. Ends with the UTC days
+-- the deleted scores were dated in, so pipeline.state can invalidate what was built on them.
+
+CREATE OR REPLACE TEMP TABLE score_window_ids AS
+SELECT request_id FROM requests WHERE timestamp >= $start AND timestamp < $end
+UNION
+SELECT request_id FROM request_scores
+WHERE route = $route AND timestamp >= $start AND timestamp < $end;
+
+CREATE OR REPLACE TEMP TABLE score_cleared_days AS
+SELECT DISTINCT date_trunc('day', timestamp) AS day FROM request_scores
+WHERE route = $route AND request_id IN (SELECT request_id FROM score_window_ids);
+
+DELETE FROM request_cutoffs
+WHERE route = $route AND request_id IN (SELECT request_id FROM score_window_ids);
+
+DELETE FROM miss_causes
+WHERE route = $route AND request_id IN (SELECT request_id FROM score_window_ids);
+
+DELETE FROM request_scores
+WHERE route = $route AND request_id IN (SELECT request_id FROM score_window_ids);
+
+SELECT day FROM score_cleared_days ORDER BY day;

@@ -1,0 +1,37 @@
+-- score_match: the table macro every route reads: each request of a window matched to its
+-- golden, with the golden's fields and the request's status.
+-- Grain: one row per request of [_start, _end). Parameters of the macro: _start, _end
+-- (TIMESTAMP, UTC), _gold_version, _needs (the golden fields the route needs, VARCHAR[]).
+-- A request joins its golden by gold_id, else by normalized query text. Status:
+-- 'no_gold_match' when no golden matched, 'no_evidence' when every field the route needs is
+-- empty (never scored 0 or 1), else 'scored'.
+
+CREATE OR REPLACE TEMP MACRO score_matched(_start, _end, _gold_version, _needs) AS TABLE
+WITH by_question AS (
+    -- two goldens with the same normalized question: the smallest gold_id answers, always
+    SELECT question_norm, min(gold_id) AS gold_id
+    FROM goldens
+    WHERE gold_version = _gold_version
+    GROUP BY question_norm
+),
+joined AS (
+    SELECT r.request_id, r.timestamp, r.index_version, r.k, r.chunk_ids, r.chunk_ranks,
+           g.gold_id, g.gold_chunk_ids, g.gold_passages, g.claims, g.reference
+    FROM requests r
+    LEFT JOIN by_question q ON q.question_norm = r.query_norm
+    LEFT JOIN goldens g
+           ON g.gold_version = _gold_version AND g.gold_id = coalesce(r.gold_id, q.gold_id)
+    WHERE r.timestamp >= _start AND r.timestamp < _end
+)
+SELECT
+    *,
+    CASE
+        WHEN gold_id IS NULL THEN 'no_gold_match'
+        WHEN (list_contains(_needs, 'gold_chunk_ids') AND len(gold_chunk_ids) > 0)
+          OR (list_contains(_needs, 'gold_passages') AND len(gold_passages) > 0)
+          OR (list_contains(_needs, 'claims') AND len(claims) > 0)
+          OR (list_contains(_needs, 'reference') AND trim(reference) <> '')
+            THEN 'scored'
+        ELSE 'no_evidence'
+    END AS status
+FROM joined;

@@ -1,0 +1,172 @@
+"""The state owner: re-scoring a day voids exactly what was built on it, and `run` after any
+single command leaves the warehouse as if that command had come before the first run."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import cli
+from pipeline.config import put_in_force, resolve
+from pipeline.ingest import ingest_logs
+from pipeline.run import run
+from pipeline.score import score
+from pipeline.state import dependents, invalidate
+from pipeline.warehouse import connect
+from tests.conftest import golden, request, write_jsonl
+
+BUILT_TABLES = ("request_scores", "request_cutoffs", "miss_causes", "window_metrics",
+                "score_windows")
+
+
+def rows(con, table: str, where: str = "true") -> list[tuple]:
+    return sorted(con.sql(f'SELECT * FROM "{table}" WHERE {where}').fetchall(), key=repr)
+
+
+def three_days(con, tmp_path) -> None:
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    logs = [write_jsonl(tmp_path / f"d{d}.jsonl", [
+        request(f"r{d}-1", ["a"], ts=f"2026-11-0{d}T10:00:00Z"),
+        request(f"r{d}-2", ["a", "b"], ts=f"2026-11-0{d}T15:00:00Z")]) for d in (1, 2, 3)]
+    run(con, logs=[str(p) for p in logs], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    put_in_force(con, resolve(con, grains=("day", "hour")))
+    run(con)
+
+
+def test_rescoring_a_day_invalidates_exactly_that_days_downstream_rows(con, tmp_path):
+    three_days(con, tmp_path)
+    day2 = "date_trunc('day', window_start) = '2026-11-02'"
+    other_metrics = rows(con, "window_metrics", f"NOT ({day2})")
+    other_scores = rows(con, "request_scores", "timestamp::DATE <> '2026-11-02'")
+    built_on_day2 = rows(con, "window_metrics", day2)
+    assert {r[2] for r in built_on_day2} == {"day", "hour"}
+
+    score(con, start=datetime(2026, 11, 2), end=datetime(2026, 11, 3))
+
+    assert rows(con, "window_metrics", day2) == []          # both grains of day 2 voided
+    assert rows(con, "window_metrics", f"NOT ({day2})") == other_metrics
+    assert rows(con, "request_scores", "timestamp::DATE <> '2026-11-02'") == other_scores
+    summary = run(con)
+    assert summary.days_scored == ()                       # the scores themselves are current
+    assert [d.day for d in summary.days_aggregated] == [2]
+    assert rows(con, "window_metrics", day2) == built_on_day2
+
+
+def test_a_request_moved_to_another_day_voids_the_metrics_of_its_old_day(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    f1 = write_jsonl(tmp_path / "f1.jsonl", [
+        request("r1", ["a", "b"], ts="2026-11-01T10:00:00Z"),
+        request("r2", [], ts="2026-11-01T11:00:00Z")])
+    run(con, logs=[str(f1)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    write_jsonl(f1, [request("r1", ["a", "b"], ts="2026-11-02T10:00:00Z"),
+                     request("r2", [], ts="2026-11-01T11:00:00Z")])
+    ingest_logs(con, [str(f1)])
+    score(con, start=datetime(2026, 11, 2), end=datetime(2026, 11, 3))
+    run(con)
+    days = con.sql("SELECT window_start::DATE::VARCHAR, n, mean_recall FROM window_metrics "
+                   "WHERE grain = 'day' AND slice = 'all' AND k = 5 ORDER BY 1").fetchall()
+    assert days == [("2026-11-01", 1, 0.0), ("2026-11-02", 1, 1.0)]
+
+
+def test_each_step_is_built_on_the_one_before():
+    assert [s.name for s in dependents("ingest")] == ["score"]
+    assert [s.name for s in dependents("score")] == ["aggregate"]
+    assert dependents("aggregate") == []
+
+
+def test_invalidating_clears_only_the_given_days_and_route(con, tmp_path):
+    three_days(con, tmp_path)
+    before = rows(con, "window_metrics")
+    invalidate(con, "score", [datetime(2026, 11, 1)], "other-route")
+    assert rows(con, "window_metrics") == before
+    invalidate(con, "score", [datetime(2026, 11, 1), datetime(2026, 11, 3)], "ids")
+    left = {r[0].day for r in rows(con, "window_metrics")}
+    assert left == {2}
+
+
+# ------------------------------------------------------------- run after any single command
+
+def setup_inputs(tmp_path) -> list[list[str]]:
+    write_jsonl(tmp_path / "gold1.jsonl", [golden("g-1", ["a", "b", "c"]),
+                                           golden("g-2", ["d"], question="other question")])
+    write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"]), golden("g-2", ["d", "e"])])
+    pq.write_table(pa.table({"chunk_id": ["a", "b", "d"], "text": ["A", "B", "D"]}),
+                   tmp_path / "manifest.parquet")
+    for day in (1, 2, 3):
+        write_jsonl(tmp_path / "logs" / f"dt=2026-11-0{day}" / "p.jsonl", [
+            request(f"r{day}-1", ["a", "x", "b"], ts=f"2026-11-0{day}T09:00:00Z",
+                    session_id=f"s{day}"),
+            request(f"r{day}-2", ["x", "d", "c"], ts=f"2026-11-0{day}T13:00:00Z",
+                    gold_id="g-2", k=1, session_id=f"s{day}"),
+            request(f"r{day}-3", ["c"], ts=f"2026-11-0{day}T20:00:00Z", gold_id=None,
+                    query="other question")])
+    return [["ingest", "gold", tmp_path / "gold1.jsonl", "--version", "v1"],
+            ["ingest", "logs", tmp_path / "logs"]]
+
+
+def rewrite_day_two(tmp_path) -> list[str]:
+    # r2-1 moves to day 3, r2-2 changes its ranking, r2-3 is gone
+    write_jsonl(tmp_path / "logs" / "dt=2026-11-02" / "p.jsonl", [
+        request("r2-1", ["a", "x", "b"], ts="2026-11-03T09:30:00Z", session_id="s2"),
+        request("r2-2", ["d"], ts="2026-11-02T13:00:00Z", gold_id="g-2", session_id="s2")])
+    return ["ingest", "logs", tmp_path / "logs"]
+
+
+def rerank_day_two(tmp_path) -> list[str]:
+    # the same requests on the same day, one of them with another ranking
+    write_jsonl(tmp_path / "logs" / "dt=2026-11-02" / "p.jsonl", [
+        request("r2-1", ["a", "x", "b"], ts="2026-11-02T09:00:00Z", session_id="s2"),
+        request("r2-2", ["d"], ts="2026-11-02T13:00:00Z", gold_id="g-2", k=1, session_id="s2"),
+        request("r2-3", ["c"], ts="2026-11-02T20:00:00Z", gold_id=None, query="other question")])
+    return ["ingest", "logs", tmp_path / "logs"]
+
+
+COMMANDS = {
+    "new gold set": lambda p: [["ingest", "gold", p / "gold2.jsonl", "--version", "v2"]],
+    "new manifest": lambda p: [["ingest", "index", p / "manifest.parquet",
+                                "--version", "idx-1"]],
+    "new cutoffs": lambda p: [["config", "--cutoffs", "1,2,3"]],
+    "new cutoffs on a windowed score": lambda p: [
+        ["score", "--cutoffs", "1,2", "--start", "2026-11-02T06:00", "--end", "2026-11-02T18:00"]],
+    "new pass mark": lambda p: [["aggregate", "--pass-mark", "0.4"]],
+    "hourly metrics of part of a day": lambda p: [
+        ["aggregate", "--window", "hour", "--start", "2026-11-01T08:00",
+         "--end", "2026-11-01T12:00"]],
+    "re-ingested file, requests moved and removed": lambda p: [rewrite_day_two(p)],
+    "re-ingested file, a ranking changed": lambda p: [rerank_day_two(p)],
+    "old gold set on a windowed score": lambda p: [
+        ["ingest", "gold", p / "gold2.jsonl", "--version", "v2"],
+        ["score", "--gold-version", "v1", "--start", "2026-11-03", "--end", "2026-11-04"]],
+}
+
+
+def cli_run(warehouse, *args) -> None:
+    code = cli.main(["--warehouse", str(warehouse), *map(str, args)])
+    assert code == 0, args
+
+
+def built(warehouse) -> dict[str, list[tuple]]:
+    with connect(warehouse, read_only=True) as con:
+        return {table: rows(con, table) for table in BUILT_TABLES}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_run_after_any_single_command_matches_a_fresh_build(tmp_path, command, capsys):
+    inputs = tmp_path / "inputs"
+    caught_up, fresh = tmp_path / "caught-up.duckdb", tmp_path / "fresh.duckdb"
+    for step in setup_inputs(inputs):
+        cli_run(caught_up, *step)
+        cli_run(fresh, *step)
+    cli_run(caught_up, "run", "--out", "")
+    for step in COMMANDS[command](inputs):
+        cli_run(caught_up, *step)
+        cli_run(fresh, *step)
+    cli_run(caught_up, "run", "--out", "")
+    cli_run(fresh, "run", "--out", "")
+    capsys.readouterr()
+    assert built(caught_up) == built(fresh)
+    with connect(caught_up, read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM request_scores").fetchall()[0][0] > 0
