@@ -296,6 +296,18 @@ def build_parser() -> argparse.ArgumentParser:
     def command(subparsers, name: str, **kwargs) -> argparse.ArgumentParser:
         return subparsers.add_parser(name, parents=[common], **kwargs)
 
+    _ingest_commands(sub, command)
+    _step_commands(sub, command)
+    _run_commands(sub, command)
+    return parser
+
+
+def _window_args(p, what: str) -> None:
+    p.add_argument("--start", type=_when, help=f"first instant to {what} (UTC, inclusive)")
+    p.add_argument("--end", type=_when, help=f"end of the window to {what} (UTC, exclusive)")
+
+
+def _ingest_commands(sub, command) -> None:
     ingest = command(sub, "ingest", help="load logs, a gold set or an index manifest")
     ingest_sub = ingest.add_subparsers(dest="what", required=True, metavar="WHAT")
     p = command(ingest_sub, "logs", help="request logs: JSONL[.gz] or Parquet files, "
@@ -313,10 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", required=True, help="index version, e.g. idx-2026-10-28")
     p.set_defaults(func=cmd_ingest_index)
 
-    def window_args(p, what: str) -> None:
-        p.add_argument("--start", type=_when, help=f"first instant to {what} (UTC, inclusive)")
-        p.add_argument("--end", type=_when, help=f"end of the window to {what} (UTC, exclusive)")
 
+def _step_commands(sub, command) -> None:
     p = command(sub, "config", help="show the settings in force, or put new ones in force")
     p.add_argument("--cutoffs", help="recall@k cutoffs, e.g. 1,3,5,10 (days scored with others "
                                       "are rescored by the next run)")
@@ -325,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_config)
 
     p = command(sub, "score", help="score context recall per request on every route in force")
-    window_args(p, "score")
+    _window_args(p, "score")
     p.add_argument("--cutoffs", help="recall@k cutoffs, put in force (default: those in force, "
                                       f"at first {DEFAULT_CUTOFFS_TEXT})")
     p.add_argument("--pass-mark", type=_unit,
@@ -336,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(sub, "aggregate", help="window metrics with intervals, per slice")
     p.add_argument("--window", choices=("day", "hour"), default="day")
-    window_args(p, "aggregate")
+    _window_args(p, "aggregate")
     p.add_argument("--pass-mark", type=_unit,
                    help="put in force (default: the one in force, at first 0.7)")
     p.set_defaults(func=cmd_aggregate)
@@ -353,16 +363,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.set_defaults(func=cmd_export)
 
+
+def _run_commands(sub, command) -> None:
     p = command(sub, "run", help="all steps for new data: ingest, score, aggregate, report")
     p.add_argument("--logs", nargs="+", metavar="PATH", help="log files/directories/globs")
     p.add_argument("--gold", metavar="PATH", help="gold set to load first")
     p.add_argument("--gold-version")
     p.add_argument("--index", action="append", metavar="VERSION=PATH",
                    help="index manifest to load first (repeatable)")
-    p.add_argument("--cutoffs", help="recall@k cutoffs (default: those of the last run, at "
-                                      f"first {DEFAULT_CUTOFFS_TEXT}); new ones rescore all")
+    p.add_argument("--cutoffs", help="recall@k cutoffs, put in force (default: those in force, "
+                                      f"at first {DEFAULT_CUTOFFS_TEXT}); new ones rescore all")
     p.add_argument("--pass-mark", type=_unit,
-                   help="default: the last one used, at first 0.7; a new one rescores all")
+                   help="put in force (default: the one in force, at first 0.7); a new one "
+                        "re-aggregates all")
     p.add_argument("--out", metavar="DIR", default="reports/latest",
                    help="report directory (default reports/latest)")
     p.set_defaults(func=cmd_run)
@@ -372,7 +385,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="reports/demo", help="report directory")
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(func=cmd_demo)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -170,11 +170,12 @@ def quote_identifier(name: str) -> str:
 
 
 def public_table(name: str) -> str:
-    """The quoted name of a table a user may export; a clear error for anything else."""
-    if name not in PUBLIC_TABLES + INTERNAL_TABLES:
+    """The quoted name of a table a user may export; a clear error for anything else (the
+    internal tables may change between versions and are not for export)."""
+    if name not in PUBLIC_TABLES:
+        what = "is internal" if name in INTERNAL_TABLES else "is unknown"
         raise RecallwatchError(
-            f"unknown table {name!r}: choose one of {', '.join(PUBLIC_TABLES + INTERNAL_TABLES)}."
-        )
+            f"table {name!r} {what}: choose one of {', '.join(PUBLIC_TABLES)}.")
     return quote_identifier(name)
 
 

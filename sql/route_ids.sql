@@ -8,7 +8,7 @@
 
 CREATE OR REPLACE TEMP TABLE route_window AS
 SELECT
-    m.*,
+    m.request_id, m.timestamp, m.gold_id, m.index_version, m.k, m.chunk_ranks, m.status,
     m.gold_chunk_ids AS needed_items,
     -- best place of each gold chunk among the logged candidates, NULL when never logged
     CASE WHEN m.status = 'scored' THEN

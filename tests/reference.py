@@ -1,4 +1,4 @@
-"""Plain-Python reference definitions of the chunk-ID metrics (DESIGN.md §1), written
+"""Plain-Python reference definitions of the chunk-ID metrics (the README's "What recall means here"), written
 independently of the SQL scorer so that tests can compare the two."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The `recallwatch` command end to end on small files: the worked examples of DESIGN.md §1,
-help for every command, and one-sentence errors without tracebacks."""
+"""The `recallwatch` command end to end on small files: the worked examples of the README's
+"What recall means here", help for every command, and one-sentence errors without tracebacks."""
 
 from __future__ import annotations
 
@@ -94,7 +94,9 @@ def test_export_unknown_table_and_format_are_clear_errors(tmp_path, run_cli):
     write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
     run_cli("ingest", "logs", tmp_path / "logs.jsonl")
     code, _, err = run_cli("export", "no_such_table", tmp_path / "x.csv")
-    assert code == 2 and "unknown table 'no_such_table'" in err
+    assert code == 2 and "table 'no_such_table' is unknown" in err
+    code, _, err = run_cli("export", "requests", tmp_path / "x.csv")
+    assert code == 2 and "table 'requests' is internal: choose one of request_scores" in err
     code, _, err = run_cli("export", "quarantine", tmp_path / "x.xlsx")
     assert code == 2 and ".csv, .parquet or .jsonl" in err
 

@@ -1,5 +1,5 @@
 """Chunk-ID scoring (sql/score_ids.sql through pipeline.score): each semantic rule of
-DESIGN.md §1 on its own, then properties against the plain-Python reference."""
+the README's "What recall means here" on its own, then properties against the plain-Python reference."""
 
 from __future__ import annotations
 

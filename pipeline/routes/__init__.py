@@ -11,11 +11,12 @@ The interface, in the warehouse's terms. `score_window(con, params)` runs inside
 transaction with `params` = {route, start, end, gold_version, needs, cutoffs}. It reads the
 table macro `score_matched($start, $end, $gold_version, $needs)` (sql/score_match.sql): one
 row per request of the window with its golden's fields and status. It must create the temp
-table `route_window`: every row of score_matched with two more columns, `needed_items`
+table `route_window`: every row of score_matched, with at least its columns request_id,
+timestamp, gold_id, index_version, k, chunk_ranks and status, and two more: `needed_items`
 (VARCHAR[], what the answer needed, for diagnosis) and `places` (INTEGER[], one per needed
 item: its best place in the request's ranking, 1 = top, NULL when never found; NULL for a
 request that is not scored). It may then write its own diagnosis rows (miss_causes) for
-`route`, which the shared part clears with the window."""
+`route`, which the shared part clears with the window. sql/route_ids.sql is the model."""
 
 from __future__ import annotations
 
