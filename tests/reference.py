@@ -1,5 +1,5 @@
-"""Plain-Python reference definitions of the chunk-ID metrics (the README's "What recall means here"), written
-independently of the SQL scorer so that tests can compare the two."""
+"""Plain-Python reference definitions of the chunk-ID metrics (the README's "What recall means
+here"), written independently of the SQL scorer so that tests can compare the two."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Chunk-ID scoring (sql/score_ids.sql through pipeline.score): each semantic rule of
-the README's "What recall means here" on its own, then properties against the plain-Python reference."""
+"""Chunk-ID scoring (pipeline.score with the ids route, sql/score_*.sql and sql/route_ids.sql):
+each semantic rule of the README's "What recall means here" on its own, then properties against
+the plain-Python reference."""
 
 from __future__ import annotations
 
