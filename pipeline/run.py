@@ -17,8 +17,6 @@ from pipeline.ingest import IngestSummary, ingest_gold, ingest_index, ingest_log
 from pipeline.progress import Progress
 from pipeline.score import score
 
-contiguous = state.contiguous
-
 
 @dataclass(frozen=True)
 class RunSummary:

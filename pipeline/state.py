@@ -11,9 +11,8 @@ SQL; nobody else deletes its rows.
 
 What is stale is found in the warehouse itself, whichever command left it so:
 - a day's scores on a route, when a log file (re)loaded or removed requests of it, when it has
-  requests
-  never scored or scores whose request is gone or moved, when it was scored with another gold
-  set, other cutoffs or other index manifests than those in force, or only partly
+  requests never scored or scores whose request is gone or moved, when it was scored with
+  another gold set, other cutoffs or other index manifests than those in force, or only partly
   (sql/stale_score_days.sql, from `score_windows`, written by sql/record_scored_days.sql);
 - a day's metrics of a grain, when a window of it has scores but no metrics or was aggregated
   with another pass mark (sql/stale_metric_days.sql)."""

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from pipeline.config import put_in_force, resolve
-from pipeline.run import contiguous, run
+from pipeline.run import run
 from tests.conftest import golden, request, snapshot, write_jsonl
 
 
@@ -57,11 +57,6 @@ def test_new_gold_version_rescores_every_window(con, tmp_path):
     assert con.sql("SELECT recall, gold_version FROM request_scores").fetchall() == [(0.5, "v1")]
     run(con, gold=str(tmp_path / "gold2.jsonl"), gold_version="v2")
     assert con.sql("SELECT recall, gold_version FROM request_scores").fetchall() == [(1.0, "v2")]
-
-
-def test_contiguous_days_become_ranges():
-    days = [datetime(2026, 11, d) for d in (1, 2, 3, 5, 7, 8)]
-    assert [(a.day, b.day) for a, b in contiguous(days)] == [(1, 4), (5, 6), (7, 9)]
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from pipeline.config import put_in_force, resolve
 from pipeline.ingest import ingest_logs
 from pipeline.run import run
 from pipeline.score import score
-from pipeline.state import dependents, invalidate
+from pipeline.state import contiguous, dependents, invalidate
 from pipeline.warehouse import connect
 from tests.conftest import golden, request, write_jsonl
 
@@ -69,6 +69,11 @@ def test_a_request_moved_to_another_day_voids_the_metrics_of_its_old_day(con, tm
     days = con.sql("SELECT window_start::DATE::VARCHAR, n, mean_recall FROM window_metrics "
                    "WHERE grain = 'day' AND slice = 'all' AND k = 5 ORDER BY 1").fetchall()
     assert days == [("2026-11-01", 1, 0.0), ("2026-11-02", 1, 1.0)]
+
+
+def test_contiguous_days_become_ranges():
+    days = [datetime(2026, 11, d) for d in (1, 2, 3, 5, 7, 8)]
+    assert [(a.day, b.day) for a, b in contiguous(days)] == [(1, 4), (5, 6), (7, 9)]
 
 
 def test_each_step_is_built_on_the_one_before():
