@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import state
-from pipeline.config import GRAINS, Config, check, resolve
+from pipeline.config import DEFAULT_ALPHA, GRAINS, Config, check, resolve
 from pipeline.errors import RecallwatchError
 from pipeline.progress import Progress
 from pipeline.stats import clip_unit, cluster_t_interval, t_interval, wilson_interval
@@ -35,13 +35,14 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
               progress: Progress | None = None, **settings) -> AggregateSummary:
     """Recompute window_metrics for the windows of `grain` in [start, end) (widened to whole
     windows; every window with requests or metrics when not given), for every route, with the
-    pass mark, cutoffs and alpha of `config` (default: the settings in force, overridden by
+    pass mark and cutoffs of `config` (default: the settings in force, overridden by
     `settings` such as pass_mark=; nothing is put in force).
 
     Replaces those windows' rows in one transaction. Idempotent: aggregating the same windows
     again over the same scores changes nothing."""
-    config = config or resolve(con, **settings)
-    check(config)
+    if config is not None and settings:
+        raise TypeError(f"give a Config or settings ({', '.join(settings)}), not both")
+    config = check(config or resolve(con, **settings))
     if grain not in GRAINS:
         raise RecallwatchError(f"--window {grain!r} must be one of {', '.join(GRAINS)}.")
     start, end = state.aggregate_span(con, grain, start, end)
@@ -56,13 +57,14 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
                            as_arrow=True)
         if progress:
             progress(f"aggregate by {grain}", 1, 2)
-        table = _with_intervals(stats, grain, config.pass_mark, config.alpha)
+        table = _with_intervals(stats, grain, config.pass_mark, DEFAULT_ALPHA)
         # windows are keyed by their start: a range's windows are replaced whole
         con.execute("DELETE FROM window_metrics WHERE grain = $grain AND window_start >= $start "
                     "AND window_start < $end", params)
         con.register("metrics_batch", table)
         con.execute("INSERT INTO window_metrics BY NAME SELECT * FROM metrics_batch")
         con.unregister("metrics_batch")
+        state.invalidate(con, "aggregate", state.days_of(start, end))
     if progress:
         progress(f"aggregate by {grain}", 2, 2)
     return AggregateSummary(grain, start, end, table.num_rows)

@@ -10,6 +10,7 @@ process per warehouse file; a second writer gets a clear error, never a half-wri
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -78,31 +79,48 @@ def configure(warehouse: Warehouse, *, cutoffs: tuple[int, ...] | None = None,
 
 
 def score(warehouse: Warehouse, start: When = None, end: When = None, *,
-          cutoffs: tuple[int, ...] | None = None, gold_version: str | None = None,
-          routes: tuple[str, ...] | None = None, progress: Progress | None = None):
+          cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
+          gold_version: str | None = None, routes: tuple[str, ...] | None = None,
+          keep: bool = False, progress: Progress | None = None):
     """Score the requests of [start, end) (every day with data when not given) on every route
-    in force; see pipeline.score.score. Given cutoffs are used for this call only (put them in
-    force with `configure`). Returns a ScoreSummary."""
+    in force; see pipeline.score.score. Given cutoffs are for this call only, unless `keep`:
+    then the cutoffs and pass mark given are put in force (once they, the window and the gold
+    set are checked), as `recallwatch score --cutoffs` does. Returns a ScoreSummary."""
     from pipeline.score import score as score_windows
+    from pipeline.state import check_window
 
+    start, end = instant(start, "start"), instant(end, "end")
     with connect(warehouse, must_exist=True) as con:
-        config = settings.resolve(con, cutoffs=cutoffs, gold_version=gold_version,
-                                  routes=routes)
-        return score_windows(con, config, start=instant(start, "start"),
-                             end=instant(end, "end"), progress=progress)
+        config = settings.resolve(con, cutoffs=cutoffs, pass_mark=pass_mark,
+                                  gold_version=gold_version, routes=routes)
+        check_window(start, end)
+        settings.require_gold(config)
+        if keep and (cutoffs is not None or pass_mark is not None):
+            settings.put_in_force(con, config)
+        return score_windows(con, config, start=start, end=end, progress=progress)
 
 
 def aggregate(warehouse: Warehouse, start: When = None, end: When = None, *,
-              grain: str = "day", pass_mark: float | None = None,
+              grain: str = "day", pass_mark: float | None = None, keep: bool = False,
               progress: Progress | None = None):
     """Recompute window_metrics of `grain` for [start, end) widened to whole windows; see
-    pipeline.aggregate.aggregate. Returns an AggregateSummary."""
+    pipeline.aggregate.aggregate. With `keep`, a given pass mark is put in force and `grain`
+    joins the grains `run` keeps current (once they and the window are checked), as
+    `recallwatch aggregate` does. Returns an AggregateSummary."""
     from pipeline.aggregate import aggregate as aggregate_windows
+    from pipeline.state import check_window
 
+    start, end = instant(start, "start"), instant(end, "end")
     with connect(warehouse, must_exist=True) as con:
         config = settings.resolve(con, pass_mark=pass_mark)
-        return aggregate_windows(con, config, grain=grain, start=instant(start, "start"),
-                                 end=instant(end, "end"), progress=progress)
+        check_window(start, end)
+        if keep:
+            grains = config.grains if grain in config.grains else (*config.grains, grain)
+            config = settings.check(replace(config, grains=grains))
+            if pass_mark is not None or grains != settings.in_force(con).grains:
+                settings.put_in_force(con, config)
+        return aggregate_windows(con, config, grain=grain, start=start, end=end,
+                                 progress=progress)
 
 
 def report(warehouse: Warehouse, out_dir: str | os.PathLike, *, k: int | None = None,

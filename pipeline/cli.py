@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.config import DEFAULT_CUTOFFS
+from pipeline.config import DEFAULT_CUTOFFS, DEFAULT_PASS_MARK
 from pipeline.errors import RecallwatchError
+from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES
 
 DEFAULT_CUTOFFS_TEXT = ",".join(map(str, DEFAULT_CUTOFFS))
 
@@ -143,13 +144,10 @@ def cmd_config(args) -> None:
 def cmd_score(args) -> None:
     from pipeline import api
 
-    cutoffs = _cutoffs(args.cutoffs)
-    # cutoffs or a pass mark given to `score` are put in force, so every day is scored alike
-    if cutoffs is not None or args.pass_mark is not None:
-        api.configure(args.warehouse, cutoffs=cutoffs, pass_mark=args.pass_mark)
     with _progress() as progress:
-        summary = api.score(args.warehouse, args.start, args.end,
-                            gold_version=args.gold_version, progress=progress)
+        summary = api.score(args.warehouse, args.start, args.end, cutoffs=_cutoffs(args.cutoffs),
+                            pass_mark=args.pass_mark, gold_version=args.gold_version,
+                            keep=True, progress=progress)
     if not summary.windows:
         print("nothing to score: no requests in the warehouse for that window.")
         return
@@ -171,15 +169,9 @@ def cmd_score(args) -> None:
 def cmd_aggregate(args) -> None:
     from pipeline import api
 
-    # a pass mark given to `aggregate` is put in force, and every grain aggregated so far is
-    # kept current by `run`
-    current = api.configure(args.warehouse)
-    grains = None if args.window in current.grains else (*current.grains, args.window)
-    if args.pass_mark is not None or grains:
-        api.configure(args.warehouse, pass_mark=args.pass_mark, grains=grains)
     with _progress() as progress:
         summary = api.aggregate(args.warehouse, args.start, args.end, grain=args.window,
-                                progress=progress)
+                                pass_mark=args.pass_mark, keep=True, progress=progress)
     if summary.start is None:
         print("nothing to aggregate: no requests in the warehouse.")
         return
@@ -206,8 +198,6 @@ def cmd_export(args) -> None:
 def cmd_run(args) -> None:
     from pipeline import api
 
-    if bool(args.gold) != bool(args.gold_version):
-        raise RecallwatchError("--gold and --gold-version go together.")
     index = [tuple(pair.split("=", 1)[::-1]) for pair in args.index or []]
     if any(len(pair) != 2 for pair in index):
         raise RecallwatchError("--index takes VERSION=PATH, e.g. --index idx-v2=manifest.parquet.")
@@ -313,7 +303,7 @@ def _ingest_commands(sub, command) -> None:
     p = command(ingest_sub, "logs", help="request logs: JSONL[.gz] or Parquet files, "
                                            "directories (hive partitions) or globs")
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--max-record-bytes", type=_positive, default=8 * 1024 * 1024,
+    p.add_argument("--max-record-bytes", type=_positive, default=DEFAULT_MAX_RECORD_BYTES,
                    help="longer lines are quarantined (default 8 MiB)")
     p.set_defaults(func=cmd_ingest_logs)
     p = command(ingest_sub, "gold", help="a gold set (JSONL, CSV or Parquet) as one version")
@@ -340,15 +330,17 @@ def _step_commands(sub, command) -> None:
                                       f"at first {DEFAULT_CUTOFFS_TEXT})")
     p.add_argument("--pass-mark", type=_unit,
                    help="recall at or above this passes, put in force (default: the one in "
-                        "force, at first 0.7)")
+                        f"force, at first {DEFAULT_PASS_MARK})")
     p.add_argument("--gold-version", help="gold-set version (default: the last loaded)")
     p.set_defaults(func=cmd_score)
 
     p = command(sub, "aggregate", help="window metrics with intervals, per slice")
-    p.add_argument("--window", choices=("day", "hour"), default="day")
+    p.add_argument("--window", choices=("day", "hour"), default="day",
+                   help="window grain (default day); a new one is put in force: `run` keeps "
+                        "it current from then on")
     _window_args(p, "aggregate")
     p.add_argument("--pass-mark", type=_unit,
-                   help="put in force (default: the one in force, at first 0.7)")
+                   help=f"put in force (default: the one in force, at first {DEFAULT_PASS_MARK})")
     p.set_defaults(func=cmd_aggregate)
 
     p = command(sub, "report", help="write the self-contained HTML report")
@@ -368,14 +360,15 @@ def _run_commands(sub, command) -> None:
     p = command(sub, "run", help="all steps for new data: ingest, score, aggregate, report")
     p.add_argument("--logs", nargs="+", metavar="PATH", help="log files/directories/globs")
     p.add_argument("--gold", metavar="PATH", help="gold set to load first")
-    p.add_argument("--gold-version")
+    p.add_argument("--gold-version", help="the version of --gold, or a loaded gold set to score "
+                                           "with (default: the newest loaded)")
     p.add_argument("--index", action="append", metavar="VERSION=PATH",
                    help="index manifest to load first (repeatable)")
     p.add_argument("--cutoffs", help="recall@k cutoffs, put in force (default: those in force, "
                                       f"at first {DEFAULT_CUTOFFS_TEXT}); new ones rescore all")
     p.add_argument("--pass-mark", type=_unit,
-                   help="put in force (default: the one in force, at first 0.7); a new one "
-                        "re-aggregates all")
+                   help=f"put in force (default: the one in force, at first {DEFAULT_PASS_MARK}); "
+                        "a new one re-aggregates all")
     p.add_argument("--out", metavar="DIR", default="reports/latest",
                    help="report directory (default reports/latest)")
     p.set_defaults(func=cmd_run)

@@ -14,11 +14,12 @@ from datetime import timedelta
 
 from pipeline.errors import RecallwatchError
 from pipeline.routes import DEFAULT_ROUTE, known_routes
+from pipeline.warehouse import transaction
 
 DEFAULT_CUTOFFS = (1, 3, 5, 10, 20, 50, 100)
 DEFAULT_PASS_MARK = 0.7
 DEFAULT_GRAINS = ("day",)
-DEFAULT_ALPHA = 0.05
+DEFAULT_ALPHA = 0.05   # intervals are 1 - alpha; not yet a setting (window_metrics assumes it)
 MAX_CUTOFF = 1_000_000
 GRAINS = {"day": timedelta(days=1), "hour": timedelta(hours=1)}
 
@@ -32,7 +33,6 @@ class Config:
     gold_version: str | None = None
     grains: tuple[str, ...] = DEFAULT_GRAINS   # every grain kept current by `run`
     routes: tuple[str, ...] = (DEFAULT_ROUTE,)
-    alpha: float = DEFAULT_ALPHA               # intervals are 1 - alpha
 
     @property
     def cutoffs_text(self) -> str:
@@ -62,13 +62,12 @@ def check(config: Config) -> Config:
         raise RecallwatchError(f"--pass-mark {config.pass_mark} must lie in [0, 1].")
     for grain in config.grains:
         if grain not in GRAINS:
-            raise RecallwatchError(f"--window {grain!r} must be one of {', '.join(GRAINS)}.")
+            raise RecallwatchError(
+                f"grain {grain!r} (--window, --grains) must be one of {', '.join(GRAINS)}.")
     for route in config.routes:
         if route not in known_routes():
             raise RecallwatchError(
                 f"route {route!r} is not available; choose one of {', '.join(known_routes())}.")
-    if not 0.0 < config.alpha < 1.0:
-        raise RecallwatchError(f"alpha {config.alpha} must lie in (0, 1).")
     return config
 
 
@@ -87,13 +86,13 @@ def in_force(con) -> Config:
 
 def resolve(con, *, cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
             gold_version: str | None = None, grains: tuple[str, ...] | None = None,
-            routes: tuple[str, ...] | None = None, alpha: float | None = None) -> Config:
+            routes: tuple[str, ...] | None = None) -> Config:
     """The settings in force overridden by those given (None keeps what is in force), checked.
     A given gold version must be loaded. Nothing is saved: see put_in_force."""
     given = {"cutoffs": tuple(sorted(set(cutoffs))) if cutoffs is not None else None,
              "pass_mark": pass_mark, "gold_version": gold_version,
              "grains": tuple(grains) if grains is not None else None,
-             "routes": tuple(routes) if routes is not None else None, "alpha": alpha}
+             "routes": tuple(routes) if routes is not None else None}
     config = replace(in_force(con), **{k: v for k, v in given.items() if v is not None})
     if gold_version is not None:
         known = con.execute("SELECT 1 FROM gold_versions WHERE gold_version = $v",
@@ -109,10 +108,11 @@ def put_in_force(con, config: Config) -> None:
     check(config)
     values = {"cutoffs": config.cutoffs_text, "pass_mark": str(config.pass_mark),
               "grains": ",".join(sorted(set(config.grains)))}
-    for name, value in values.items():
-        con.execute("DELETE FROM settings WHERE name = $name", {"name": name})
-        con.execute("INSERT INTO settings VALUES ($name, $value)",
-                    {"name": name, "value": value})
+    with transaction(con):
+        for name, value in values.items():
+            con.execute("DELETE FROM settings WHERE name = $name", {"name": name})
+            con.execute("INSERT INTO settings VALUES ($name, $value)",
+                        {"name": name, "value": value})
 
 
 def newest_gold_version(con) -> str | None:

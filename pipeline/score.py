@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pipeline import state
-from pipeline.config import Config, require_gold, resolve
+from pipeline.config import Config, check, require_gold, resolve
 from pipeline.progress import Progress
 from pipeline.routes import get_route
 from pipeline.warehouse import run_script, sql, transaction
@@ -44,7 +44,7 @@ def score(con, config: Config | None = None, *, start: datetime | None = None,
     Replaces the windows' rows of request_scores, request_cutoffs and miss_causes for those
     routes, each batch in one transaction, and voids the window metrics built on them.
     Idempotent: scoring the same windows again with the same configuration changes nothing."""
-    config = config or resolve(con, **settings)
+    config = check(_given(config, settings) or resolve(con, **settings))
     gold_version = require_gold(config)
     windows = state.score_windows(con, start, end, config.routes)
     groups = state.batches(con, windows, batch_requests)
@@ -63,6 +63,12 @@ def score(con, config: Config | None = None, *, start: datetime | None = None,
     return _summary(con, config, gold_version, windows)
 
 
+def _given(config: Config | None, settings: dict) -> Config | None:
+    if config is not None and settings:
+        raise TypeError(f"give a Config or settings ({', '.join(settings)}), not both")
+    return config
+
+
 def _score_batch(con, route_name: str, batch: list[tuple[datetime, datetime]],
                  config: Config) -> None:
     route = get_route(route_name)
@@ -71,6 +77,9 @@ def _score_batch(con, route_name: str, batch: list[tuple[datetime, datetime]],
               "cutoffs": list(config.cutoffs)}
     cleared = [row[0] for row in run_script(con, "score_clear", params)]
     route.score_window(con, params)
+    if not con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'route_window' "
+                       "AND temporary").fetchall():
+        raise RuntimeError(f"route {route_name!r} did not create its route_window table")
     run_script(con, "score_write", params)
     state.record_scored(con, route_name, batch, config, cleared)
 

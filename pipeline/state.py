@@ -55,7 +55,8 @@ def dependents(step: str) -> list[Step]:
 def invalidate(con, step: str, days: list[datetime], route: str | None = None) -> None:
     """`step` changed its rows of these UTC days (on `route`, or on every route): void what the
     steps built directly on them hold for those days. Each of those, when rebuilt, voids its
-    own dependents in turn, so a day's old numbers stay readable until they are replaced."""
+    own dependents in turn (scores are only marked stale and stay readable until rescored;
+    window metrics built on replaced scores are deleted)."""
     if not days:
         return
     for later in dependents(step):
@@ -69,6 +70,12 @@ def source_days(con, source: str) -> list[datetime]:
 
 
 # ------------------------------------------------------------------------------------ score
+
+def check_window(start: datetime | None, end: datetime | None) -> None:
+    """A window [start, end) with both bounds must not be empty."""
+    if start is not None and end is not None and end <= start:
+        raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
+
 
 def manifest_fingerprint(con) -> str:
     """Which manifest content each index version holds: miss causes depend on it."""
@@ -94,8 +101,7 @@ def score_windows(con, start: datetime | None, end: datetime | None,
     given bounds, and a day without requests is a window too (its stale scores go). Without
     bounds: every day that has requests or scores (so a day whose requests were all removed is
     cleared); with one bound, those days on that side of it."""
-    if start is not None and end is not None and end <= start:
-        raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
+    check_window(start, end)
     if start is None or end is None:
         days = [row[0] for row in con.execute(sql("days_with_data"), {
             "start": start, "end": end, "routes": list(routes)}).fetchall()]
@@ -167,12 +173,21 @@ def aggregate_span(con, grain: str, start: datetime | None,
             return None, None
         start = start or lo
         end = end or hi + GRAINS[grain]
-    if end <= start:
-        raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
+    check_window(start, end)
     floor_start, floor_end = con.execute(
         "SELECT date_trunc($g, $start::TIMESTAMP), date_trunc($g, $end::TIMESTAMP)",
         {"g": grain, "start": start, "end": end}).fetchall()[0]
     return floor_start, (floor_end if floor_end == end else floor_end + GRAINS[grain])
+
+
+def days_of(start: datetime, end: datetime) -> list[datetime]:
+    """The UTC days that [start, end) touches."""
+    day = datetime.combine(start.date(), datetime.min.time())
+    days = []
+    while day < end:
+        days.append(day)
+        day += ONE_DAY
+    return days
 
 
 def contiguous(days: list[datetime]) -> list[Window]:

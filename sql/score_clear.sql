@@ -5,6 +5,9 @@
 -- dated in the window whose request has since been removed or moved. Ends with the UTC days
 -- the deleted scores were dated in, so pipeline.state can invalidate what was built on them.
 
+-- the route must build its own route_window: none may be left from another route
+DROP TABLE IF EXISTS route_window;
+
 CREATE OR REPLACE TEMP TABLE score_window_ids AS
 SELECT request_id FROM requests WHERE timestamp >= $start AND timestamp < $end
 UNION

@@ -60,7 +60,7 @@ def test_worked_example_ranking_gives_recall_at_1_to_5(tmp_path, run_cli):
 
 @pytest.mark.parametrize("command", [
     [], ["ingest"], ["ingest", "logs"], ["ingest", "gold"], ["ingest", "index"], ["score"],
-    ["aggregate"], ["report"], ["export"], ["run"], ["demo"],
+    ["config"], ["aggregate"], ["report"], ["export"], ["run"], ["demo"],
 ])
 def test_every_command_has_help(command, capsys):
     from pipeline import cli
@@ -213,3 +213,31 @@ def test_a_duckdb_file_of_another_tool_is_not_adopted(tmp_path, run_cli, warehou
     con = duckdb.connect(str(warehouse), read_only=True)
     assert [r[0] for r in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()] == [
         "orders"]
+
+
+def test_config_shows_and_puts_settings_in_force(tmp_path, run_cli):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    code, out, _ = run_cli("config")
+    assert code == 0 and "cutoffs 1,3,5,10,20,50,100\npass mark 0.7\ngrains day" in out
+    code, out, _ = run_cli("config", "--cutoffs", "5,1", "--grains", "day,hour")
+    assert code == 0 and "cutoffs 1,5\n" in out and "grains day,hour" in out
+    code, _, err = run_cli("config", "--grains", "week")
+    assert code == 2 and "grain 'week' (--window, --grains) must be one of day, hour" in err
+    assert "cutoffs 1,5\n" in run_cli("config")[1]
+
+
+def test_a_command_that_fails_puts_nothing_in_force(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    code, _, err = run_cli("score", "--cutoffs", "1,2", "--gold-version", "nope")
+    assert code == 2 and "gold version 'nope' is not loaded" in err
+    code, _, err = run_cli("aggregate", "--window", "hour", "--pass-mark", "0.3",
+                           "--start", "2026-11-03", "--end", "2026-11-01")
+    assert code == 2 and "the window is empty" in err
+    _, out, _ = run_cli("config")
+    assert "cutoffs 1,3,5,10,20,50,100\npass mark 0.7\ngrains day\n" in out
+    assert run_cli("score", "--cutoffs", "1,2")[0] == 0
+    assert "cutoffs 1,2\n" in run_cli("config")[1]

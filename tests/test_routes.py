@@ -103,6 +103,21 @@ def test_a_route_defined_in_a_test_flows_to_scores_metrics_and_report(con, tmp_p
     assert "mean recall@2 0.667" in html
 
 
+def test_a_route_that_builds_no_route_window_fails_instead_of_copying_another(con, tmp_path,
+                                                                           first_gold):
+    # it only reads the matched requests and builds nothing
+    register(SqlRoute("lazy", ("reference",),
+                      "SELECT count(*) FROM score_matched($start, $end, $gold_version, $needs)"))
+    world(con, tmp_path)
+    try:
+        with pytest.raises(RuntimeError, match="route 'lazy' did not create its route_window"):
+            score(con, routes=("ids", "lazy"))
+    finally:
+        unregister("lazy")
+    # the failed batch rolled back whole: not even the ids rows of that window were written
+    assert con.sql("SELECT count(*) FROM request_scores").fetchall() == [(0,)]
+
+
 def test_unknown_route_is_one_clear_error(con, tmp_path):
     world(con, tmp_path)
     with pytest.raises(RecallwatchError, match="route 'nope' is not available"):

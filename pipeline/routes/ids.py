@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.routes import DEFAULT_ROUTE
 from pipeline.warehouse import run_script
 
 
 @dataclass(frozen=True)
 class IdsRoute:
-    name: str = "ids"
+    name: str = DEFAULT_ROUTE
     needs: tuple[str, ...] = ("gold_chunk_ids",)
 
     def score_window(self, con, params: dict) -> None:
