@@ -2,7 +2,9 @@
 -- in stage_checked, with `reason` NULL when the record can be loaded, and its values typed.
 -- Input: stage_requests (from stage_logs_jsonl.sql or pipeline/ingest/logs.py for Parquet):
 -- a record's fields as logged in the struct `logged`, its type_error, shape and items. The
--- first failing rule gives the reason, so a record gets exactly one. No parameters.
+-- first failing rule gives the reason, so a record gets exactly one. Parameters: the reasons
+-- of the fields whose values are range-checked here, from pipeline/ingest/fields.py
+-- ($rank_reason, $k_reason, $index_size_reason, $turn_reason).
 -- Every conversion is a try_cast and every number is range-checked before it is used, so one
 -- odd value quarantines its record and never fails the file.
 
@@ -28,7 +30,7 @@ WITH typed AS (
                     WHEN x.item_error IS NOT NULL THEN ' ' || x.item_error
                     WHEN x.chunk_id IS NULL THEN ' has a null or missing chunk_id'
                     WHEN x.chunk_id = '' THEN ' has an empty chunk_id'
-                    WHEN x.rank <> floor(x.rank) THEN ' has a rank that is not an integer'
+                    WHEN x.rank <> floor(x.rank) THEN ' ' || $rank_reason
                     WHEN x.rank > 2147483647 THEN ' has a rank out of range'
                     ELSE ' has rank ' || printf('%g', x.rank) || ' (ranks start at 1)'
                 END
@@ -52,16 +54,15 @@ judged AS (
             WHEN item_reason IS NOT NULL THEN item_reason
             WHEN logged.k IS NOT NULL
                  AND (k_num IS NULL OR k_num <> floor(k_num) OR k_num < 0 OR k_num > 2147483647)
-                THEN 'k must be a non-negative integer, got ' || left(logged.k, 40)
+                THEN $k_reason || ', got ' || left(logged.k, 40)
             WHEN logged.index_size IS NOT NULL
                  AND (index_size_num IS NULL OR index_size_num <> floor(index_size_num)
                       OR index_size_num < 0 OR index_size_num > 9e18)
-                THEN 'index_size must be a non-negative integer, got '
-                     || left(logged.index_size, 40)
+                THEN $index_size_reason || ', got ' || left(logged.index_size, 40)
             WHEN logged.turn IS NOT NULL
                  AND (turn_num IS NULL OR turn_num <> floor(turn_num)
                       OR abs(turn_num) > 2147483647)
-                THEN 'turn must be an integer, got ' || left(logged.turn, 40)
+                THEN $turn_reason || ', got ' || left(logged.turn, 40)
         END AS reason
     FROM typed
 )

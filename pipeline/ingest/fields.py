@@ -103,6 +103,13 @@ def jsonl_parameters() -> dict[str, object]:
             "steps_not_lists": STEPS_NOT_LISTS}
 
 
+def validate_parameters() -> dict[str, str]:
+    """The parameters of sql/validate_logs.sql: the reasons of the fields whose values it
+    range-checks (a rank of 1.5 is as wrong as a rank of "a")."""
+    reasons = {f.name: f.reason for f in REQUEST_FIELDS + ITEM_FIELDS}
+    return {f"{name}_reason": reasons[name] for name in ("rank", "k", "index_size", "turn")}
+
+
 class BoundValues(dict):
     """The values of one generated statement. Calling it with a value binds that value as a
     $named parameter and returns the placeholder, so no value is ever written into SQL."""

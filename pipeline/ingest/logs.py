@@ -74,7 +74,7 @@ def _ingest_log_file(con, path: Path, max_record_bytes: int) -> FileResult:
                 con, path, max_record_bytes)
         except duckdb.Error as exc:
             raise unreadable(path, exc) from None
-        run_script(con, "validate_logs")
+        run_script(con, "validate_logs", fields.validate_parameters())
         ((n_loaded,),) = run_script(con, "load_logs", params)
         if is_parquet:
             run_script(con, "fill_parquet_raw", {**params, "path": source})
