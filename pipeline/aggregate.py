@@ -2,9 +2,10 @@
 interval, the pass rate and the full-coverage rate with theirs (`window_metrics`).
 
 SQL reduces each group to sufficient statistics (sql/window_metrics.sql); pipeline/stats.py
-turns them into intervals: Wilson for the pass and full-coverage proportions, a t-interval for
-mean recall, or a cluster-robust t-interval over sessions when any request of the group belongs
-to a session. A window range is replaced in one transaction."""
+turns them into intervals: a t-interval for mean recall and Wilson for the pass and
+full-coverage proportions, or, when any request of the group belongs to a session, a
+cluster-robust t-interval over sessions and Wilson on the design-effect-adjusted effective n
+(`ci_method`, `rate_ci_method` say which). A window range is replaced in one transaction."""
 
 from __future__ import annotations
 
@@ -18,7 +19,14 @@ from pipeline import state
 from pipeline.config import DEFAULT_ALPHA, GRAINS, Config, check, resolve
 from pipeline.errors import RecallwatchError
 from pipeline.progress import Progress
-from pipeline.stats import clip_unit, cluster_t_interval, t_interval, wilson_interval
+from pipeline.stats import (
+    Interval,
+    clip_unit,
+    cluster_t_interval,
+    cluster_wilson_interval,
+    t_interval,
+    wilson_interval,
+)
 from pipeline.warehouse import run_script, transaction
 
 
@@ -70,6 +78,21 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
     return AggregateSummary(grain, start, end, table.num_rows)
 
 
+def _rate_interval(col: dict, indicator: str, use_cluster: np.ndarray, alpha: float):
+    """Wilson for the pass or full-coverage rate; on the design-effect-adjusted effective n
+    where the group has sessions (their indicators are correlated)."""
+    n = col["n"].astype(float)
+    successes = col[f"n_{indicator}"].astype(float)
+    plain = wilson_interval(successes, n, alpha)
+    clustered = cluster_wilson_interval(
+        n, col["n_clusters"].astype(float), successes,
+        col[f"{indicator}_cluster_sq"].astype(float),
+        col[f"{indicator}_cluster_cross"].astype(float), col["sum_size_sq"].astype(float),
+        alpha)
+    return Interval(np.where(use_cluster, clustered.low, plain.low),
+                    np.where(use_cluster, clustered.high, plain.high))
+
+
 def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float) -> pa.Table:
     """window_metrics rows from the sufficient statistics of each group."""
     col = {name: stats.column(name).to_numpy(zero_copy_only=False)
@@ -82,8 +105,8 @@ def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float)
         n, col["n_clusters"].astype(float), mean * n, col["sum_cluster_sq"].astype(float),
         col["sum_cluster_cross"].astype(float), col["sum_size_sq"].astype(float), alpha))
     use_cluster = col["any_session"].astype(bool)
-    passes = wilson_interval(col["n_pass"].astype(float), n, alpha)
-    full = wilson_interval(col["n_full"].astype(float), n, alpha)
+    passes = _rate_interval(col, "pass", use_cluster, alpha)
+    full = _rate_interval(col, "full", use_cluster, alpha)
     step = GRAINS[grain]
 
     def nullable(values: np.ndarray) -> pa.Array:
@@ -113,6 +136,8 @@ def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float)
         "full_coverage_rate": nullable(col["n_full"] / n_or_nan),
         "fc_ci_low": nullable(full.low),
         "fc_ci_high": nullable(full.high),
+        "rate_ci_method": pa.array(np.where(use_cluster, "cluster_wilson", "wilson").tolist(),
+                                   pa.string()),
         "index_versions": stats.column("index_versions"),
         "max_index_size": stats.column("max_index_size"),
         "n_excluded": stats.column("n_excluded"),

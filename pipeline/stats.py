@@ -24,6 +24,7 @@ __all__ = [
     "clip_unit",
     "cluster_sufficient_stats",
     "cluster_t_interval",
+    "cluster_wilson_interval",
     "t_interval",
     "wilson_interval",
 ]
@@ -102,6 +103,65 @@ def wilson_interval(successes: ArrayLike, n: ArrayLike, alpha: ArrayLike = 0.05)
     low = np.where(valid, p * p / (denom * upper_naive), np.nan)
     high = np.where(valid, 1.0 - q * q / (denom * lower_naive_complement), np.nan)
     return Interval(_as_output(low), _as_output(high))
+
+
+def cluster_wilson_interval(
+    n: ArrayLike,
+    n_clusters: ArrayLike,
+    successes: ArrayLike,
+    sum_cluster_sq: ArrayLike,
+    sum_cluster_cross: ArrayLike,
+    sum_size_sq: ArrayLike,
+    alpha: ArrayLike = 0.05,
+) -> Interval:
+    """Wilson interval for a proportion of observations grouped in clusters (sessions), on the
+    design-effect-adjusted effective sample size.
+
+    Indicators within a session are correlated, so Wilson on ``n`` is too narrow. With
+    ``p = successes / n``, ``V_cr`` the cluster-robust (CR1) variance of ``p`` built from the
+    per-cluster sums exactly as in ``cluster_t_interval`` (the same arguments, with
+    ``successes`` as the total), and ``z = Phi^-1(1 - alpha/2)``::
+
+        deff  = max(1, V_cr / (p (1 - p) / n))        design effect, never below 1
+        n_eff = n / deff                              (= G when p is 0 or 1: no deff estimate)
+        n_eff = n_eff * (z / t_{1 - alpha/2, G - 1})^2   degrees-of-freedom adjustment
+        [low, high] = wilson_interval(p * n_eff, n_eff, alpha)
+
+    Sources: L. Kish (1965), Survey Sampling (design effect); E. L. Korn, B. I. Graubard
+    (1998), "Confidence intervals for proportions with small expected number of positive counts
+    estimated from survey data", Survey Methodology 24(2):193-201 (effective sample size, its
+    cap at n and the df adjustment). Equal to ``proportion_confint(p * n_eff, n_eff,
+    alpha, method="wilson")`` with ``V_cr`` from statsmodels' ``OLS(y, ones).fit(
+    cov_type="cluster")`` (``tests/test_stats.py``).
+
+    At ``0/n`` and ``n/n`` the design effect cannot be estimated, so every session counts as
+    one observation (``n_eff = G``), the most cautious choice. With ``G <= 1`` both bounds are
+    NaN. When every cluster is a single request, ``deff = n / (n - 1)`` and the interval is
+    slightly wider than plain Wilson; callers use ``wilson_interval`` for groups without
+    sessions.
+    """
+    alpha = _check_alpha(alpha)
+    n = np.asarray(n, dtype=float)
+    n_clusters = np.asarray(n_clusters, dtype=float)
+    successes = np.asarray(successes, dtype=float)
+    valid = (n_clusters > 1) & (n > 0) & (successes >= 0) & (successes <= n)
+    n_ok = np.where(valid, n, 2.0)
+    g_ok = np.where(valid, n_clusters, 2.0)
+    p = np.where(valid, successes, 0.0) / n_ok
+    sum_e2 = np.maximum(
+        np.asarray(sum_cluster_sq, dtype=float)
+        - 2.0 * p * np.asarray(sum_cluster_cross, dtype=float)
+        + p * p * np.asarray(sum_size_sq, dtype=float), 0.0)
+    v_cr = g_ok / (g_ok - 1.0) * sum_e2 / (n_ok * n_ok)
+    v_srs = p * (1.0 - p) / n_ok
+    interior = v_srs > 0
+    deff = np.maximum(1.0, np.where(interior, v_cr, 1.0) / np.where(interior, v_srs, 1.0))
+    n_eff = np.where(interior, n_ok / deff, g_ok)
+    z = stats.norm.isf(alpha / 2)
+    n_eff = n_eff * (z / stats.t.isf(alpha / 2, g_ok - 1.0)) ** 2
+    low, high = wilson_interval(p * n_eff, n_eff, alpha)
+    return Interval(_as_output(np.where(valid, low, np.nan)),
+                    _as_output(np.where(valid, high, np.nan)))
 
 
 def t_interval(n: ArrayLike, mean: ArrayLike, var: ArrayLike, alpha: ArrayLike = 0.05) -> Interval:

@@ -118,7 +118,7 @@ QUALIFY row_number() OVER (
 -- by name. Parameters: $route, $k, $gold_version.
 SELECT CAST(window_start AS DATE) AS day, slice, n, n_excluded, mean_recall, ci_low,
        ci_high, ci_method, pass_mark, pass_rate, pass_ci_low, pass_ci_high,
-       full_coverage_rate, fc_ci_low, fc_ci_high
+       full_coverage_rate, fc_ci_low, fc_ci_high, rate_ci_method
 FROM window_metrics
 WHERE grain = 'day' AND route = $route AND k = $k AND gold_version = $gold_version
 QUALIFY window_start = max(window_start) OVER ()

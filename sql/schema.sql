@@ -165,8 +165,13 @@ CREATE TABLE IF NOT EXISTS window_metrics (
     fc_ci_high         DOUBLE,
     index_versions     VARCHAR[],
     max_index_size     BIGINT,
-    n_excluded         BIGINT    NOT NULL    -- requests in the window and slice not scored
+    n_excluded         BIGINT    NOT NULL,   -- requests in the window and slice not scored
+    rate_ci_method     VARCHAR               -- wilson | cluster_wilson (pass and full coverage)
 );
+
+-- Added after the first warehouses were written: their rows get NULL and are re-aggregated by
+-- the next run (pipeline.state finds them stale).
+ALTER TABLE window_metrics ADD COLUMN IF NOT EXISTS rate_ci_method VARCHAR;
 
 -- The configuration in force: cutoffs and pass mark (set by the last score/aggregate that was
 -- given them), and the warehouse format. Steps default to it.

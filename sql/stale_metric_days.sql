@@ -1,12 +1,13 @@
 -- stale_metric_days: the UTC days whose window metrics of a grain are out of date
 -- (pipeline.state): a window of the day has scores on the route but no metrics (scoring a day
 -- invalidates its metrics; an aggregation may have covered only part of the day), or the day
--- was aggregated with another pass mark than the one in force.
+-- was aggregated with another pass mark than the one in force, or before the rates' interval
+-- method was recorded.
 -- Grain: one row per day. Parameters: $grain, $pass_mark, $route.
 
 SELECT DISTINCT date_trunc('day', window_start) AS day
 FROM window_metrics
-WHERE grain = $grain AND pass_mark <> $pass_mark
+WHERE grain = $grain AND (pass_mark <> $pass_mark OR rate_ci_method IS NULL)
 UNION
 SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s
 WHERE s.route = $route

@@ -5,7 +5,8 @@
 -- Parameters: $start, $end (TIMESTAMP), $grain ('day' | 'hour'), $pass_mark, and $cutoffs
 -- (the k of windows with nothing scored).
 -- Slices: 'all', 'index_version=<v>', and '<tag>=<value>' for each tag. Cluster sums are per
--- session (a request without one is its own cluster).
+-- session (a request without one is its own cluster), for recall and for the pass and
+-- full-coverage indicators.
 
 -- every request of [$start, $end) with its window and each slice it belongs to
 CREATE OR REPLACE TEMP TABLE agg_requests AS
@@ -40,7 +41,9 @@ WITH scored AS (
 ),
 clusters AS (
     SELECT window_start, slice, route, gold_version, k, cluster_key,
-           count(*) AS n_g, sum(recall) AS s_g
+           count(*) AS n_g, sum(recall) AS s_g,
+           count(*) FILTER (WHERE recall >= $pass_mark) AS pass_g,
+           count(*) FILTER (WHERE recall >= 1.0) AS full_g
     FROM scored
     GROUP BY ALL
 ),
@@ -49,7 +52,12 @@ cluster_sums AS (
            count(*) AS n_clusters,
            sum(s_g * s_g) AS sum_cluster_sq,
            sum(s_g * n_g) AS sum_cluster_cross,
-           sum(n_g * n_g) AS sum_size_sq
+           sum(n_g * n_g) AS sum_size_sq,
+           -- the same sums for the pass and full-coverage indicators
+           sum(pass_g * pass_g) AS pass_cluster_sq,
+           sum(pass_g * n_g) AS pass_cluster_cross,
+           sum(full_g * full_g) AS full_cluster_sq,
+           sum(full_g * n_g) AS full_cluster_cross
     FROM clusters
     GROUP BY ALL
 ),
@@ -67,7 +75,8 @@ moments AS (
     FROM scored
     GROUP BY ALL
 )
-SELECT m.*, c.n_clusters, c.sum_cluster_sq, c.sum_cluster_cross, c.sum_size_sq
+SELECT m.*, c.n_clusters, c.sum_cluster_sq, c.sum_cluster_cross, c.sum_size_sq,
+       c.pass_cluster_sq, c.pass_cluster_cross, c.full_cluster_sq, c.full_cluster_cross
 FROM moments m
 JOIN cluster_sums c USING (window_start, slice, route, gold_version, k);
 
@@ -91,7 +100,9 @@ SELECT
     0 AS n, 0.0 AS var_recall, 0 AS n_pass, 0 AS n_full, false AS any_session,
     list(DISTINCT a.index_version ORDER BY a.index_version) AS index_versions,
     max(a.index_size) AS max_index_size,
-    0 AS n_clusters, 0.0 AS sum_cluster_sq, 0.0 AS sum_cluster_cross, 0 AS sum_size_sq
+    0 AS n_clusters, 0.0 AS sum_cluster_sq, 0.0 AS sum_cluster_cross, 0 AS sum_size_sq,
+    0 AS pass_cluster_sq, 0 AS pass_cluster_cross, 0 AS full_cluster_sq,
+    0 AS full_cluster_cross
 FROM empty e
 JOIN agg_requests a USING (window_start, slice)
 GROUP BY e.window_start, e.slice, e.route, e.gold_version;

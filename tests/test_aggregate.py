@@ -14,6 +14,7 @@ from pipeline.config import put_in_force, resolve
 from pipeline.errors import RecallwatchError
 from pipeline.ingest import ingest_gold, ingest_logs
 from pipeline.score import score
+from pipeline.stats import cluster_sufficient_stats, cluster_wilson_interval
 from tests.conftest import golden, request, snapshot, write_jsonl
 
 
@@ -80,16 +81,30 @@ def test_cluster_interval_matches_statsmodels_with_sessions(con, tmp_path):
     assert row["ci_high"] == pytest.approx(min(high, 1.0), abs=1e-6)
 
 
-def test_pass_rate_and_full_coverage_use_wilson(con, tmp_path):
-    world(con, tmp_path, sessions=True)
+def test_pass_rate_and_full_coverage_use_wilson_without_sessions(con, tmp_path):
+    world(con, tmp_path, sessions=False)
     y, _ = recalls(con, 5)
     row = metrics(con, 5)
     passed, full = int((y >= 0.5).sum()), int((y >= 1.0).sum())
     assert row["pass_rate"] == passed / len(y) and row["pass_mark"] == 0.5
+    assert row["rate_ci_method"] == "wilson"
     assert (row["pass_ci_low"], row["pass_ci_high"]) == pytest.approx(
         proportion_confint(passed, len(y), 0.05, method="wilson"), abs=1e-6)
     assert (row["fc_ci_low"], row["fc_ci_high"]) == pytest.approx(
         proportion_confint(full, len(y), 0.05, method="wilson"), abs=1e-6)
+
+
+def test_rates_of_requests_in_sessions_use_the_effective_sample_size(con, tmp_path):
+    world(con, tmp_path, sessions=True)
+    y, groups = recalls(con, 5)
+    row = metrics(con, 5)
+    assert row["pass_rate"] == (y >= 0.5).mean() and row["rate_ci_method"] == "cluster_wilson"
+    for indicator, low, high in (((y >= 0.5), "pass_ci_low", "pass_ci_high"),
+                                 ((y >= 1.0), "fc_ci_low", "fc_ci_high")):
+        want = cluster_wilson_interval(*cluster_sufficient_stats(indicator, groups))
+        assert (row[low], row[high]) == pytest.approx(want, abs=1e-9)
+        plain = proportion_confint(int(indicator.sum()), len(y), 0.05, method="wilson")
+        assert row[high] - row[low] > plain[1] - plain[0]   # sessions widen it
 
 
 def test_slices_cover_all_index_versions_and_tags(con, tmp_path):

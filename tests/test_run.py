@@ -282,3 +282,23 @@ def test_hours_left_out_by_a_partial_hourly_aggregation_are_filled_by_run(con, t
     hours = con.sql("SELECT hour(window_start) FROM window_metrics WHERE grain = 'hour' "
                     "AND slice = 'all' AND k = 1 ORDER BY 1").fetchall()
     assert hours == [(3,), (9,), (15,)]
+
+
+def test_metrics_from_before_the_rates_method_was_recorded_are_rebuilt(tmp_path):
+    from pipeline.warehouse import connect
+
+    warehouse = tmp_path / "w.duckdb"
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    logs = [str(write_jsonl(tmp_path / f"d{d}.jsonl", [
+        request(f"r{d}", ["a"], ts=f"2026-11-0{d}T10:00:00Z", session_id="s")]))
+        for d in (1, 2)]
+    with connect(warehouse) as con:
+        run(con, logs=logs, gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+        # a warehouse written before the column existed
+        con.execute("ALTER TABLE window_metrics DROP COLUMN rate_ci_method")
+    with connect(warehouse) as con:
+        summary = run(con, logs=logs)
+        assert summary.days_scored == ()
+        assert [d.day for d in summary.days_aggregated] == [1, 2]
+        methods = con.sql("SELECT DISTINCT rate_ci_method FROM window_metrics").fetchall()
+        assert methods == [("cluster_wilson",)]
