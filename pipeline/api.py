@@ -40,8 +40,10 @@ def instant(value: When, what: str = "time") -> datetime | None:
 
 def ingest_logs(warehouse: Warehouse, paths: list[str], *, max_record_bytes: int | None = None,
                 progress: Progress | None = None):
-    """Load request logs (JSONL[.gz] / Parquet files, directories, globs). Unchanged files are
-    skipped; a changed file replaces what it loaded. Returns an IngestSummary."""
+    """Load request logs (JSONL[.gz] / Parquet files, directories, globs), each file in one
+    transaction: a changed file replaces the requests it loaded (and marks their days stale),
+    an unchanged one is skipped, so ingesting twice changes nothing. Returns an
+    IngestSummary."""
     from pipeline.ingest import DEFAULT_MAX_RECORD_BYTES
     from pipeline.ingest import ingest_logs as load
 
@@ -51,7 +53,8 @@ def ingest_logs(warehouse: Warehouse, paths: list[str], *, max_record_bytes: int
 
 
 def ingest_gold(warehouse: Warehouse, path: str, version: str):
-    """Load one gold-set version (immutable: the same content again is a no-op)."""
+    """Load one gold-set version in one transaction. A version is immutable: the same content
+    again is a no-op (idempotent), other content under a loaded version is an error."""
     from pipeline.ingest import ingest_gold as load
 
     with connect(warehouse) as con:
@@ -59,7 +62,8 @@ def ingest_gold(warehouse: Warehouse, path: str, version: str):
 
 
 def ingest_index(warehouse: Warehouse, path: str, version: str):
-    """Load (replace) the chunk manifest of one index version."""
+    """Replace the chunk manifest of one index version in one transaction (loading the same
+    file again changes nothing)."""
     from pipeline.ingest import ingest_index as load
 
     with connect(warehouse) as con:
@@ -83,9 +87,11 @@ def score(warehouse: Warehouse, start: When = None, end: When = None, *,
           gold_version: str | None = None, routes: tuple[str, ...] | None = None,
           keep: bool = False, progress: Progress | None = None):
     """Score the requests of [start, end) (every day with data when not given) on every route
-    in force; see pipeline.score.score. Given cutoffs are for this call only, unless `keep`:
-    then the cutoffs and pass mark given are put in force (once they, the window and the gold
-    set are checked), as `recallwatch score --cutoffs` does. Returns a ScoreSummary."""
+    in force, replacing the windows' request_scores, request_cutoffs and miss_causes (and voiding
+    the window metrics built on them); idempotent. Given cutoffs are for this call only, unless
+    `keep`: then the cutoffs and pass mark given are put in force (once they, the window and
+    the gold set are checked), as `recallwatch score --cutoffs` does. Returns a
+    ScoreSummary."""
     from pipeline.score import score as score_windows
     from pipeline.state import check_window
 
@@ -103,10 +109,10 @@ def score(warehouse: Warehouse, start: When = None, end: When = None, *,
 def aggregate(warehouse: Warehouse, start: When = None, end: When = None, *,
               grain: str = "day", pass_mark: float | None = None, keep: bool = False,
               progress: Progress | None = None):
-    """Recompute window_metrics of `grain` for [start, end) widened to whole windows; see
-    pipeline.aggregate.aggregate. With `keep`, a given pass mark is put in force and `grain`
-    joins the grains `run` keeps current (once they and the window are checked), as
-    `recallwatch aggregate` does. Returns an AggregateSummary."""
+    """Recompute window_metrics of `grain` for [start, end) widened to whole windows, replacing
+    those windows' rows in one transaction; idempotent. With `keep`, a given pass mark is put
+    in force and `grain` joins the grains `run` keeps current (once they and the window are
+    checked), as `recallwatch aggregate` does. Returns an AggregateSummary."""
     from pipeline.aggregate import aggregate as aggregate_windows
     from pipeline.state import check_window
 
@@ -125,7 +131,8 @@ def aggregate(warehouse: Warehouse, start: When = None, end: When = None, *,
 
 def report(warehouse: Warehouse, out_dir: str | os.PathLike, *, k: int | None = None,
            gold_version: str | None = None, route: str | None = None) -> Path:
-    """Write out_dir/report.html from the warehouse (opened read-only); returns its path."""
+    """Write (replace) out_dir/report.html from the warehouse, opened read-only; returns its
+    path."""
     from pipeline.report import write_report
     from pipeline.routes import DEFAULT_ROUTE
 
@@ -138,8 +145,9 @@ def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None
         gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
         cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
         report_dir: str | os.PathLike | None = None, progress: Progress | None = None):
-    """Catch up: ingest, rescore the stale days, re-aggregate, write the report; see
-    pipeline.run.run. Returns a RunSummary."""
+    """Catch up: ingest, rescore exactly the stale days, re-aggregate the stale windows, write
+    the report (see pipeline.run.run); a second run over the same inputs changes nothing.
+    Returns a RunSummary."""
     from pipeline.run import run as catch_up
 
     with connect(warehouse) as con:
