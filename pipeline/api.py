@@ -43,7 +43,7 @@ def ingest_logs(warehouse: Warehouse, paths: list[str], *, max_record_bytes: int
     """Load request logs (JSONL[.gz] / Parquet files, directories, globs), each file in one
     transaction: a changed file replaces the requests it loaded (and marks their days stale),
     an unchanged one is skipped, so ingesting twice changes nothing. Returns an
-    IngestSummary."""
+    IngestSummary. See pipeline.ingest.logs."""
     from pipeline.ingest import DEFAULT_MAX_RECORD_BYTES
     from pipeline.ingest import ingest_logs as load
 
@@ -54,7 +54,8 @@ def ingest_logs(warehouse: Warehouse, paths: list[str], *, max_record_bytes: int
 
 def ingest_gold(warehouse: Warehouse, path: str, version: str):
     """Load one gold-set version in one transaction. A version is immutable: the same content
-    again is a no-op (idempotent), other content under a loaded version is an error."""
+    again is a no-op (idempotent), other content under a loaded version is an error. See
+    pipeline.ingest.gold."""
     from pipeline.ingest import ingest_gold as load
 
     with connect(warehouse) as con:
@@ -63,7 +64,7 @@ def ingest_gold(warehouse: Warehouse, path: str, version: str):
 
 def ingest_index(warehouse: Warehouse, path: str, version: str):
     """Replace the chunk manifest of one index version in one transaction (loading the same
-    file again changes nothing)."""
+    file again changes nothing). See pipeline.ingest.index."""
     from pipeline.ingest import ingest_index as load
 
     with connect(warehouse) as con:
@@ -74,7 +75,8 @@ def configure(warehouse: Warehouse, *, cutoffs: tuple[int, ...] | None = None,
               pass_mark: float | None = None,
               grains: tuple[str, ...] | None = None) -> settings.Config:
     """Put the given settings in force (the others stay) and return the configuration now in
-    force. Days built with other settings become stale; the next `run` rebuilds them."""
+    force. Days built with other settings become stale; the next `run` rebuilds them. See
+    pipeline.config."""
     with connect(warehouse, must_exist=True) as con:
         config = settings.resolve(con, cutoffs=cutoffs, pass_mark=pass_mark, grains=grains)
         if cutoffs is not None or pass_mark is not None or grains is not None:
@@ -91,7 +93,7 @@ def score(warehouse: Warehouse, start: When = None, end: When = None, *,
     the window metrics built on them); idempotent. Given cutoffs are for this call only, unless
     `keep`: then the cutoffs and pass mark given are put in force (once they, the window and
     the gold set are checked), as `recallwatch score --cutoffs` does. Returns a
-    ScoreSummary."""
+    ScoreSummary. See pipeline.score.score."""
     from pipeline.score import score as score_windows
     from pipeline.state import check_window
 
@@ -112,7 +114,8 @@ def aggregate(warehouse: Warehouse, start: When = None, end: When = None, *,
     """Recompute window_metrics of `grain` for [start, end) widened to whole windows, replacing
     those windows' rows in one transaction; idempotent. With `keep`, a given pass mark is put
     in force and `grain` joins the grains `run` keeps current (once they and the window are
-    checked), as `recallwatch aggregate` does. Returns an AggregateSummary."""
+    checked), as `recallwatch aggregate` does. Returns an AggregateSummary. See
+    pipeline.aggregate.aggregate."""
     from pipeline.aggregate import aggregate as aggregate_windows
     from pipeline.state import check_window
 
@@ -132,7 +135,7 @@ def aggregate(warehouse: Warehouse, start: When = None, end: When = None, *,
 def report(warehouse: Warehouse, out_dir: str | os.PathLike, *, k: int | None = None,
            gold_version: str | None = None, route: str | None = None) -> Path:
     """Write (replace) out_dir/report.html from the warehouse, opened read-only; returns its
-    path."""
+    path. See pipeline.report.write_report."""
     from pipeline.report import write_report
     from pipeline.routes import DEFAULT_ROUTE
 

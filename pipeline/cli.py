@@ -136,9 +136,10 @@ def cmd_config(args) -> None:
     config = api.configure(args.warehouse, cutoffs=_cutoffs(args.cutoffs),
                            pass_mark=args.pass_mark,
                            grains=tuple(args.grains.split(",")) if args.grains else None)
+    gold = f"{config.gold_version} (the newest loaded)" if config.gold_version else "none loaded"
     print(f"cutoffs {config.cutoffs_text}\npass mark {config.pass_mark}\n"
           f"grains {','.join(config.grains)}\nroutes {','.join(config.routes)}\n"
-          f"gold version {config.gold_version or 'none loaded'} (the newest loaded)")
+          f"gold version {gold}")
 
 
 def cmd_score(args) -> None:
@@ -263,7 +264,7 @@ def _print_summary_table(warehouse) -> None:
         table.add_row(Text(row["index_version"]), str(scope.k), Text(row["gold_version"]),
                       str(row["days"]), str(row["n"]), f"{row['first_recall']:.3f}",
                       f"{row['last_recall']:.3f}", f"{row['lowest']:.3f}",
-                      f"{row['index_size'] or 0:,}")
+                      "—" if row["index_size"] is None else f"{row['index_size']:,}")
     _console().print(table)
 
 
@@ -321,7 +322,7 @@ def _step_commands(sub, command) -> None:
     p.add_argument("--cutoffs", help="recall@k cutoffs, e.g. 1,3,5,10 (days scored with others "
                                       "are rescored by the next run)")
     p.add_argument("--pass-mark", type=_unit, help="recall at or above this passes")
-    p.add_argument("--grains", help="window grains `run` keeps current: day, hour or day,hour")
+    p.add_argument("--grains", help="window grains `run` keeps current: day or day,hour")
     p.set_defaults(func=cmd_config)
 
     p = command(sub, "score", help="score context recall per request on every route in force")

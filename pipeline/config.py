@@ -64,6 +64,10 @@ def check(config: Config) -> Config:
         if grain not in GRAINS:
             raise RecallwatchError(
                 f"grain {grain!r} (--window, --grains) must be one of {', '.join(GRAINS)}.")
+    if "day" not in config.grains:
+        raise RecallwatchError(
+            f"--grains {','.join(config.grains)!r} must include day: the report and the summary "
+            "read daily windows (use day or day,hour).")
     for route in config.routes:
         if route not in known_routes():
             raise RecallwatchError(

@@ -5,7 +5,7 @@ and any scheduler call this."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -48,12 +48,15 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
     for path, version in index or []:
         ingest_index(con, path, version)
     summary = ingest_logs(con, logs, progress=progress) if logs else None
+    # everything is checked before anything is put in force
+    config = resolve(con, cutoffs=cutoffs, pass_mark=pass_mark, gold_version=gold_version)
+    has_requests = bool(con.execute("SELECT 1 FROM requests LIMIT 1").fetchall())
+    if has_requests:
+        require_gold(config)
     if cutoffs is not None or pass_mark is not None:
-        put_in_force(con, resolve(con, cutoffs=cutoffs, pass_mark=pass_mark))
-    config = resolve(con, gold_version=gold_version)
+        put_in_force(con, config)
     days: list[datetime] = []
-    if con.execute("SELECT 1 FROM requests LIMIT 1").fetchall():
-        config = replace(config, gold_version=require_gold(config))
+    if has_requests:
         for start, end in state.contiguous(state.stale_score_days(con, config)):
             scored = score(con, config, start=start, end=end, progress=progress)
             days.extend(w[0] for w in scored.windows)

@@ -14,8 +14,9 @@ What is stale is found in the warehouse itself, whichever command left it so:
   requests never scored or scores whose request is gone or moved, when it was scored with
   another gold set, other cutoffs or other index manifests than those in force, or only partly
   (sql/stale_score_days.sql, from `score_windows`, written by sql/record_scored_days.sql);
-- a day's metrics of a grain, when a window of it has scores but no metrics or was aggregated
-  with another pass mark (sql/stale_metric_days.sql)."""
+- a day's metrics of a grain, when a window of it has scores but no metrics, was aggregated
+  with another pass mark, or before the rates' interval method was recorded
+  (sql/stale_metric_days.sql)."""
 
 from __future__ import annotations
 

@@ -128,31 +128,34 @@ def cluster_wilson_interval(
     Indicators within a session are correlated, so Wilson on ``n`` is too narrow. With
     ``p = successes / n``, ``V_cr`` the cluster-robust (CR1) variance of ``p`` built from the
     per-cluster sums exactly as in ``cluster_t_interval`` (the same arguments, with
-    ``successes`` as the total), and ``z = Phi^-1(1 - alpha/2)``::
+    ``successes`` as the total), and ``t_d`` the ``1 - alpha/2`` quantile of Student's t with
+    ``d`` degrees of freedom::
 
         deff  = max(1, V_cr / (p (1 - p) / n))        design effect, never below 1
-        n_eff = n / deff                              (= G when p is 0 or 1: no deff estimate)
-        n_eff = n_eff * (z / t_{1 - alpha/2, G - 1})^2   degrees-of-freedom adjustment
+        n_eff = n / deff                              (deff = 1 when p is 0 or 1)
+        n_eff = n_eff * (t_{n - 1} / t_{G - 1})^2     degrees-of-freedom adjustment
         [low, high] = wilson_interval(p * n_eff, n_eff, alpha)
 
     Sources: L. Kish (1965), Survey Sampling (design effect); E. L. Korn, B. I. Graubard
     (1998), "Confidence intervals for proportions with small expected number of positive counts
-    estimated from survey data", Survey Methodology 24(2):193-201 (effective sample size, its
-    cap at n and the df adjustment). Equal to ``proportion_confint(p * n_eff, n_eff,
-    alpha, method="wilson")`` with ``V_cr`` from statsmodels' ``OLS(y, ones).fit(
-    cov_type="cluster")`` (``tests/test_stats.py``).
+    estimated from survey data", Survey Methodology 24(2):193-201 (the effective sample size,
+    its cap at n, deff = 1 where it cannot be estimated, and the t_{n-1} / t_{G-1} adjustment,
+    as R's ``survey::svyciprop`` applies it). Here Wilson replaces their Clopper-Pearson
+    interval on the effective counts, as in ``wilson_interval`` elsewhere. ``tests/test_stats.py``
+    checks it against ``proportion_confint(p * n_eff, n_eff, alpha, method="wilson")`` with
+    ``V_cr`` from statsmodels' ``OLS(y, ones).fit(cov_type="cluster")``, and its coverage by
+    simulation.
 
-    At ``0/n`` and ``n/n`` the design effect cannot be estimated, so every session counts as
-    one observation (``n_eff = G``), the most cautious choice. With ``G <= 1`` both bounds are
-    NaN. When every cluster is a single request, ``deff = n / (n - 1)`` and the interval is
-    slightly wider than plain Wilson; callers use ``wilson_interval`` for groups without
-    sessions.
+    At ``0/n`` and ``n/n`` the design effect cannot be estimated and is taken as 1, so the bound
+    moves monotonically from 0 successes to 1. With ``G <= 1`` both bounds are NaN. When every
+    cluster is a single request, ``deff = n / (n - 1)`` and the interval is slightly wider than
+    plain Wilson; callers use ``wilson_interval`` for groups without sessions.
     """
     alpha = _check_alpha(alpha)
     n = np.asarray(n, dtype=float)
     n_clusters = np.asarray(n_clusters, dtype=float)
     successes = np.asarray(successes, dtype=float)
-    valid = (n_clusters > 1) & (n > 0) & (successes >= 0) & (successes <= n)
+    valid = (n_clusters > 1) & (n > 1) & (successes >= 0) & (successes <= n)
     n_ok = np.where(valid, n, 2.0)
     g_ok = np.where(valid, n_clusters, 2.0)
     p = np.where(valid, successes, 0.0) / n_ok
@@ -164,9 +167,8 @@ def cluster_wilson_interval(
     v_srs = p * (1.0 - p) / n_ok
     interior = v_srs > 0
     deff = np.maximum(1.0, np.where(interior, v_cr, 1.0) / np.where(interior, v_srs, 1.0))
-    n_eff = np.where(interior, n_ok / deff, g_ok)
-    z = stats.norm.isf(alpha / 2)
-    n_eff = n_eff * (z / stats.t.isf(alpha / 2, g_ok - 1.0)) ** 2
+    n_eff = n_ok / deff * (stats.t.isf(alpha / 2, n_ok - 1.0)
+                           / stats.t.isf(alpha / 2, g_ok - 1.0)) ** 2
     low, high = wilson_interval(p * n_eff, n_eff, alpha)
     return Interval(_as_output(np.where(valid, low, np.nan)),
                     _as_output(np.where(valid, high, np.nan)))

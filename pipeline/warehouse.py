@@ -123,7 +123,20 @@ def _check_format(con, target: str, *, create: bool) -> None:
                       "NEW_PATH)")
         raise RecallwatchError(f"warehouse {target} cannot be used: {advice}.")
     if create:
-        con.execute(sql("schema"))  # tables added since the warehouse was made
+        con.execute(sql("schema"))  # tables and columns added since the warehouse was made
+    elif _missing_columns(con):
+        con.close()
+        raise RecallwatchError(
+            f"warehouse {target} was written by an earlier recallwatch and is opened read-only: "
+            "run `recallwatch run` on it once to bring it up to date, then try again.")
+
+
+def _missing_columns(con) -> bool:
+    """Whether a column added to the schema since (rate_ci_method) is missing, which only a
+    writing connection can add."""
+    return not con.execute(
+        "SELECT 1 FROM duckdb_columns() WHERE table_name = 'window_metrics' "
+        "AND column_name = 'rate_ci_method'").fetchall()
 
 
 def _sql_files():

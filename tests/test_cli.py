@@ -241,3 +241,29 @@ def test_a_command_that_fails_puts_nothing_in_force(tmp_path, run_cli):
     assert "cutoffs 1,3,5,10,20,50,100\npass mark 0.7\ngrains day\n" in out
     assert run_cli("score", "--cutoffs", "1,2")[0] == 0
     assert "cutoffs 1,2\n" in run_cli("config")[1]
+
+
+def test_a_failed_run_puts_nothing_in_force(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    code, _, err = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--cutoffs", "1,2",
+                           "--gold-version", "nope", "--out", "")
+    assert code == 2 and "gold version 'nope' is not loaded" in err
+    assert "cutoffs 1,3,5,10,20,50,100\n" in run_cli("config")[1]
+    code, _, err = run_cli("config", "--grains", "hour")
+    assert code == 2 and "must include day" in err
+
+
+def test_report_on_a_warehouse_from_before_the_rates_method_says_how_to_upgrade(
+        tmp_path, run_cli, warehouse):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+            "--gold-version", "v1", "--out", "")
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("ALTER TABLE window_metrics DROP COLUMN rate_ci_method")
+    code, _, err = run_cli("report", "--out", tmp_path / "report")
+    assert code == 2 and "run `recallwatch run` on it once" in err
+    assert run_cli("run", "--out", "")[0] == 0
+    assert run_cli("report", "--out", tmp_path / "report")[0] == 0
