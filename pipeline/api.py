@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipeline import config as settings
 from pipeline.errors import RecallwatchError
+from pipeline.ingest.fields import FIRST_YEAR, LAST_YEAR
 from pipeline.progress import Progress
 from pipeline.warehouse import connect
 
@@ -35,6 +36,10 @@ def instant(value: When, what: str = "time") -> datetime | None:
                 f"{what} {value!r} is not an ISO date or date-time (e.g. 2026-11-01).") from None
     if parsed is not None and parsed.tzinfo is not None:
         parsed = parsed.astimezone(UTC).replace(tzinfo=None)
+    if parsed is not None and not FIRST_YEAR <= parsed.year < LAST_YEAR:
+        raise RecallwatchError(
+            f"{what} {value} is outside {FIRST_YEAR}-01-01..{LAST_YEAR}-01-01, where logged "
+            "timestamps can lie (others are quarantined).")
     return parsed
 
 
@@ -138,6 +143,9 @@ def report(warehouse: Warehouse, out_dir: str | os.PathLike, *, k: int | None = 
     path. See pipeline.report.write_report."""
     from pipeline.report import write_report
     from pipeline.routes import DEFAULT_ROUTE
+
+    if not str(out_dir).strip():
+        raise RecallwatchError("--out must name the report's directory, e.g. reports/latest.")
 
     with connect(warehouse, read_only=True) as con:
         return write_report(con, Path(out_dir), route=route or DEFAULT_ROUTE, k=k,

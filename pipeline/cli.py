@@ -29,10 +29,9 @@ def _when(text: str) -> datetime:
     from pipeline.api import instant
 
     try:
-        return instant(text)
-    except RecallwatchError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO date or date-time (e.g. 2026-11-01)") from None
+        return instant(text, "date")
+    except RecallwatchError as exc:
+        raise argparse.ArgumentTypeError(str(exc).rstrip(".")) from None
 
 
 def _positive(text: str) -> int:

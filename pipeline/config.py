@@ -41,8 +41,13 @@ class Config:
 
 def parse_cutoffs(text: str) -> tuple[int, ...]:
     """'1,3,5' -> (1, 3, 5): positive integers, sorted, duplicates dropped."""
+    parts = [part.strip() for part in text.split(",")]
+    if any(not part for part in parts):
+        raise RecallwatchError(
+            f"--cutoffs {text!r} has an empty item; give comma-separated positive integers, "
+            "e.g. 1,3,5,10.")
     try:
-        values = sorted({int(part) for part in text.split(",") if part.strip()})
+        values = sorted({int(part) for part in parts})
     except ValueError:
         raise RecallwatchError(
             f"--cutoffs {text!r} must be comma-separated positive integers, e.g. 1,3,5,10."

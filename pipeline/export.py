@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+
 from pipeline.errors import RecallwatchError
 from pipeline.warehouse import public_table
 
@@ -19,11 +21,16 @@ def export_table(con, table: str, path: str | Path) -> int:
             f"{target}: cannot tell the format; name the file .csv, .parquet or .jsonl."
         )
     rel = con.sql(f"SELECT * FROM {public_table(table)}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".csv":
-        rel.to_csv(str(target))
-    elif suffix == ".parquet":
-        rel.to_parquet(str(target))
-    else:
-        rel.pl().write_ndjson(target)
+    if target.is_dir():
+        raise RecallwatchError(f"{target} is a directory: name the file to write.")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if suffix == ".csv":
+            rel.to_csv(str(target))
+        elif suffix == ".parquet":
+            rel.to_parquet(str(target))
+        else:
+            rel.pl().write_ndjson(target)
+    except (OSError, duckdb.IOException) as exc:
+        raise RecallwatchError(f"cannot write {target} ({exc}); choose another path.") from None
     return con.sql(f"SELECT count(*) FROM {public_table(table)}").fetchall()[0][0]

@@ -4,7 +4,8 @@
 -- a record's fields as logged in the struct `logged`, its type_error, shape and items. The
 -- first failing rule gives the reason, so a record gets exactly one. Parameters: the reasons
 -- of the fields whose values are range-checked here, from pipeline/ingest/fields.py
--- ($rank_reason, $k_reason, $index_size_reason, $turn_reason).
+-- ($rank_reason, $k_reason, $index_size_reason, $turn_reason), and the years a timestamp may
+-- have ($first_year, $last_year, inclusive).
 -- Every conversion is a try_cast and every number is range-checked before it is used, so one
 -- odd value quarantines its record and never fails the file.
 
@@ -45,7 +46,7 @@ judged AS (
             WHEN logged.request_id IS NULL OR trim(logged.request_id) = ''
                 THEN 'missing or null required field: request_id'
             WHEN logged.timestamp IS NULL THEN 'missing or null required field: timestamp'
-            WHEN ts IS NULL OR year(ts) NOT BETWEEN 1900 AND 2999
+            WHEN ts IS NULL OR year(ts) NOT BETWEEN $first_year AND $last_year
                 THEN 'bad timestamp: ' || left(logged.timestamp, 80)
             WHEN logged.query IS NULL THEN 'missing or null required field: query'
             WHEN logged.index_version IS NULL OR trim(logged.index_version) = ''

@@ -185,7 +185,9 @@ def test_empty_cutoffs_are_rejected_not_ignored(tmp_path, run_cli):
     run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
     run_cli("ingest", "logs", tmp_path / "logs.jsonl")
     code, _, err = run_cli("score", "--cutoffs", "")
-    assert code == 2 and "--cutoffs '' must be" in err
+    assert code == 2 and "--cutoffs '' has an empty item" in err
+    code, _, err = run_cli("score", "--cutoffs", "1,,2")
+    assert code == 2 and "--cutoffs '1,,2' has an empty item" in err
 
 
 def test_warehouse_of_another_format_is_refused(tmp_path, run_cli, warehouse):
@@ -267,3 +269,24 @@ def test_report_on_a_warehouse_from_before_the_rates_method_says_how_to_upgrade(
     assert code == 2 and "run `recallwatch run` on it once" in err
     assert run_cli("run", "--out", "")[0] == 0
     assert run_cli("report", "--out", tmp_path / "report")[0] == 0
+
+
+def test_paths_and_dates_a_user_can_fix_are_one_sentence_with_exit_2(tmp_path, run_cli, capsys):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+            "--gold-version", "v1", "--out", "")
+    with pytest.raises(SystemExit) as exit_info:   # argparse's own one-line error
+        run_cli("score", "--start", "2026-11-01", "--end", "9999-12-31T12:00")
+    assert exit_info.value.code == 2
+    assert "date 9999-12-31T12:00 is outside 1900-01-01..3000-01-01" in capsys.readouterr().err
+    (tmp_path / "taken.csv").mkdir()
+    code, _, err = run_cli("export", "request_scores", tmp_path / "taken.csv")
+    assert code == 2 and "is a directory: name the file to write" in err
+    (tmp_path / "a-file").write_text("x")
+    code, _, err = run_cli("export", "request_scores", tmp_path / "a-file" / "scores.csv")
+    assert code == 2 and "cannot write" in err and "Traceback" not in err
+    code, _, err = run_cli("report", "--out", tmp_path / "a-file" / "report")
+    assert code == 2 and "cannot write the report to" in err
+    code, _, err = run_cli("report", "--out", "")
+    assert code == 2 and "--out must name the report's directory" in err

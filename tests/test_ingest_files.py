@@ -33,3 +33,34 @@ def test_directories_and_globs_expand_once_each_in_a_stable_order(tmp_path):
         (tmp_path / part / "notes.txt").write_text("not a log\n")
     found = expand_paths([str(tmp_path), str(tmp_path / "dt=*" / "*.jsonl")], LOG_SUFFIXES)
     assert [p.parent.name for p in found] == ["dt=2026-11-01", "dt=2026-11-02"]
+
+
+def test_a_pipe_named_like_a_log_file_is_refused_not_read_forever(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "logs.jsonl"
+    os.mkfifo(fifo)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "--warehouse", str(tmp_path / "w.duckdb"),
+         "ingest", "logs", str(fifo)], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2
+    assert "not a regular file (a pipe, socket or device)" in result.stderr
+
+
+def test_a_byte_order_mark_does_not_cost_the_first_record(con, tmp_path):
+    import json
+
+    from pipeline.ingest import ingest_gold
+    from tests.conftest import golden, request
+
+    logs = tmp_path / "logs.jsonl"
+    logs.write_bytes(b"\xef\xbb\xbf" + json.dumps(request("r-1", ["a"])).encode() + b"\n"
+                     + json.dumps(request("r-2", ["b"])).encode() + b"\n")
+    gold = tmp_path / "gold.jsonl"
+    gold.write_bytes(b"\xef\xbb\xbf" + json.dumps(golden("g-1", ["a"])).encode() + b"\n")
+    summary = ingest_logs(con, [str(logs)])
+    assert (summary.read, summary.loaded, summary.quarantined) == (2, 2, 0)
+    result = ingest_gold(con, str(gold), "v1")
+    assert (result.read, result.loaded, result.quarantined) == (1, 1, 0)

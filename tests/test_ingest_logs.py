@@ -324,3 +324,32 @@ def test_scores_beyond_float_range_re_deliver_without_error(con, tmp_path):
     write_jsonl(tmp_path / "b.jsonl", [record])
     summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")])
     assert [(f.loaded, f.quarantined) for f in summary.files] == [(2, 0), (1, 0)]
+
+
+@pytest.mark.parametrize("column,values,reason", [
+    ("chunk_id", pa.array([7.0]), "retrieved item 1 has a chunk_id that is not a string"),
+    ("chunk_id", pa.array([True]), "retrieved item 1 has a chunk_id that is not a string"),
+    ("chunk_id", pa.array([b"\xff"], pa.binary()),
+     "retrieved item 1 has a chunk_id that is not a string"),
+    ("query", pa.array([b"what is it?"], pa.binary()), "query is not a string"),
+    ("query", pa.array([42]), "query is not a string"),
+    ("k", pa.array([5.0]), "k must be a non-negative integer"),
+])
+def test_parquet_values_of_the_wrong_type_are_quarantined_not_stringified(
+        con, tmp_path, column, values, reason):
+    item = {"chunk_id": values if column == "chunk_id" else pa.array(["7"]),
+            "rank": pa.array([1], pa.int32())}
+    table = {
+        "request_id": pa.array(["r-1"]), "timestamp": pa.array(["2026-11-01T10:00:00Z"]),
+        "query": values if column == "query" else pa.array(["q"]),
+        "index_version": pa.array(["idx"]),
+        "retrieved": pa.ListArray.from_arrays(pa.array([0, 1], pa.int32()),
+                                              pa.StructArray.from_arrays(
+                                                  list(item.values()), list(item))),
+    }
+    if column == "k":
+        table["k"] = values
+    pq.write_table(pa.table(table), tmp_path / "logs.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
+    assert (summary.loaded, summary.quarantined) == (0, 1)
+    assert con.sql("SELECT reason FROM quarantine").fetchall()[0][0].startswith(reason)

@@ -19,8 +19,20 @@ import pyarrow as pa
 from pipeline.warehouse import quote_identifier
 
 
-def _scalar(arrow_type: pa.DataType) -> bool:
-    return not pa.types.is_nested(arrow_type)
+def _text(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    return (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+            or pa.types.is_string_view(arrow_type))
+
+
+def _integer(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_integer(arrow_type)
+
+
+def _id(arrow_type: pa.DataType) -> bool:
+    # as in JSON: text or a whole number; a float (7.0), a bool or bytes is not an ID
+    return _text(arrow_type) or _integer(arrow_type)
 
 
 def _numeric(arrow_type: pa.DataType) -> bool:
@@ -45,10 +57,10 @@ class Kind:
 
 
 # IDs compare as strings, so 7 and "7" are one ID.
-ID = Kind(("VARCHAR", "BIGINT", "UBIGINT"), _scalar, "VARCHAR")
-TEXT = Kind(("VARCHAR",), _scalar, "VARCHAR")
+ID = Kind(("VARCHAR", "BIGINT", "UBIGINT"), _id, "VARCHAR")
+TEXT = Kind(("VARCHAR",), _text, "VARCHAR")
 # Staged as the text logged, so a rule of validate_logs.sql can quote an out-of-range value.
-INTEGER = Kind(("BIGINT", "UBIGINT"), _scalar, "VARCHAR")
+INTEGER = Kind(("BIGINT", "UBIGINT"), _integer, "VARCHAR")
 NUMBER = Kind(("BIGINT", "UBIGINT", "DOUBLE"), _numeric, "DOUBLE", arrow_tries=True)
 OBJECT = Kind(("OBJECT",), _object, "JSON")
 
@@ -80,6 +92,10 @@ ITEM_FIELDS = (
     Field("text", TEXT, "has a text that is not a string"),
 )
 
+# A timestamp's year lies in [FIRST_YEAR, LAST_YEAR): DuckDB reads far wider ranges, none of
+# them a real request's.
+FIRST_YEAR, LAST_YEAR = 1900, 3000
+
 # Reasons about the list of retrieved chunks as a whole that both formats can give.
 MISSING_LIST = "missing or null required field: retrieved (or retrieval_steps)"
 BOTH_LISTS = "both retrieved and retrieval_steps are set: log one of them"
@@ -103,11 +119,13 @@ def jsonl_parameters() -> dict[str, object]:
             "steps_not_lists": STEPS_NOT_LISTS}
 
 
-def validate_parameters() -> dict[str, str]:
+def validate_parameters() -> dict[str, object]:
     """The parameters of sql/validate_logs.sql: the reasons of the fields whose values it
-    range-checks (a rank of 1.5 is as wrong as a rank of "a")."""
+    range-checks (a rank of 1.5 is as wrong as a rank of "a"), and the years a timestamp may
+    have."""
     reasons = {f.name: f.reason for f in REQUEST_FIELDS + ITEM_FIELDS}
-    return {f"{name}_reason": reasons[name] for name in ("rank", "k", "index_size", "turn")}
+    return {**{f"{name}_reason": reasons[name] for name in ("rank", "k", "index_size", "turn")},
+            "first_year": FIRST_YEAR, "last_year": LAST_YEAR - 1}
 
 
 class BoundValues(dict):

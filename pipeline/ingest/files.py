@@ -74,6 +74,11 @@ def expand_paths(paths: list[str], suffixes: tuple[str, ...]) -> list[Path]:
             if p.is_dir():
                 found.extend(sorted(f for f in p.rglob("*")
                                     if f.is_file() and f.name.lower().endswith(suffixes)))
+            elif not p.is_file():
+                # a pipe or a device would be read forever (or hang the content hash)
+                raise RecallwatchError(
+                    f"{p}: not a regular file (a pipe, socket or device); give a file or a "
+                    "directory of files.")
             elif p.name.lower().endswith(suffixes):
                 found.append(p)
             else:
@@ -108,6 +113,9 @@ def _open_binary(path: Path):
     return gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def read_json_lines(
     path: Path, max_record_bytes: int,
 ) -> Iterator[tuple[int, str | None, str | None, str | None]]:
@@ -117,6 +125,8 @@ def read_json_lines(
     try:
         with _open_binary(path) as fh:
             for number, data in enumerate(fh, start=1):
+                if number == 1 and data.startswith(UTF8_BOM):
+                    data = data[len(UTF8_BOM):]  # editors on Windows start files with one
                 if len(data) > max_record_bytes:
                     raw = data[:RAW_LIMIT].rstrip(b"\r\n").decode("utf-8", errors="replace")
                     yield number, None, (

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline.errors import RecallwatchError
 from pipeline.report.charts import FC_COLOR, MEAN_COLOR, PASS_COLOR, SIZE_COLOR
 from pipeline.report.formats import environment
 from pipeline.report.reads import prepare
@@ -58,10 +59,15 @@ def write_report(
     )
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.html"
-    # Write then rename, so a reader (or a scheduled mail) never sees half a report.
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        # Write then rename, so a reader (or a scheduled mail) never sees half a report.
+        tmp = path.with_suffix(".html.tmp")
+        tmp.write_text(html, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise RecallwatchError(
+            f"cannot write the report to {out_dir} ({exc.strerror or exc}); choose another "
+            "--out directory.") from None
     return path
