@@ -126,17 +126,19 @@ ORDER BY slice <> 'all', NOT starts_with(slice, 'index_version='), slice;
 
 -- name: index_version_summary
 -- The shape of drift at a glance, for the table the CLI prints after a run: per index version
--- and gold set, the days whose requests all used that version, their requests, mean recall on
--- the first, last and lowest day, and the largest index size. Every gold set is listed, not
--- only the report's: the table shows what the warehouse holds.
--- Grain: one row per index version x gold version, by first day; slice 'all', grain 'day'.
--- Parameters: $route, $k (the headline cutoff).
+-- and gold set, the days on which requests used that version (its own slice, so a day that
+-- mixes versions, as in a canary or blue/green rollout, counts for each with its own
+-- requests), their requests, mean recall on the first, last and lowest day, and the largest
+-- index size. Every gold set is listed, not only the report's: the table shows what the
+-- warehouse holds.
+-- Grain: one row per index version x gold version, by first day; slices 'index_version=<v>',
+-- grain 'day'. Parameters: $route, $k (the headline cutoff).
 WITH days AS (
     SELECT window_start, n, mean_recall, gold_version,
            index_versions[1] AS index_version, max_index_size
     FROM window_metrics
-    WHERE grain = 'day' AND slice = 'all' AND route = $route AND k = $k
-      AND len(index_versions) = 1 AND n > 0
+    WHERE grain = 'day' AND starts_with(slice, 'index_version=') AND route = $route AND k = $k
+      AND n > 0
 )
 SELECT index_version, gold_version, count(*) AS days, CAST(sum(n) AS BIGINT) AS n,
        arg_min(mean_recall, window_start) AS first_recall,
@@ -144,4 +146,4 @@ SELECT index_version, gold_version, count(*) AS days, CAST(sum(n) AS BIGINT) AS 
        min(mean_recall) AS lowest, max(max_index_size) AS index_size
 FROM days
 GROUP BY ALL
-ORDER BY min(window_start);
+ORDER BY min(window_start), index_version;

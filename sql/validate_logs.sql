@@ -64,6 +64,14 @@ judged AS (
                  AND (turn_num IS NULL OR turn_num <> floor(turn_num)
                       OR abs(turn_num) > 2147483647)
                 THEN $turn_reason || ', got ' || left(logged.turn, 40)
+            -- a repeated key would make the whole map unreadable: say so rather than drop tags
+            WHEN logged.tags IS NOT NULL
+                 AND len(json_keys(logged.tags)) <> len(list_distinct(json_keys(logged.tags)))
+                THEN 'tags has a duplicate key: ' || left(list_filter(json_keys(logged.tags),
+                     lambda key, i: list_position(json_keys(logged.tags), key) < i)[1], 80)
+            WHEN logged.tags IS NOT NULL
+                 AND try_cast(logged.tags AS MAP(VARCHAR, VARCHAR)) IS NULL
+                THEN 'tags cannot be read as text keys and values'
         END AS reason
     FROM typed
 )

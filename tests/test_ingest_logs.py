@@ -353,3 +353,16 @@ def test_parquet_values_of_the_wrong_type_are_quarantined_not_stringified(
     summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
     assert (summary.loaded, summary.quarantined) == (0, 1)
     assert con.sql("SELECT reason FROM quarantine").fetchall()[0][0].startswith(reason)
+
+
+def test_a_duplicate_tag_key_is_quarantined_not_a_silent_loss_of_every_tag(con, tmp_path):
+    write_jsonl(tmp_path / "logs.jsonl", [
+        '{"request_id": "r-1", "timestamp": "2026-11-01T10:00:00Z", "query": "q", '
+        '"index_version": "i", "retrieved": [], "tags": {"tenant": "a", "tenant": "b"}}',
+        request("r-2", [], tags={"tenant": "a", "n": 5, "nested": {"x": 1}})])
+    summary = ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    assert (summary.loaded, summary.quarantined) == (1, 1)
+    assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [
+        (1, "tags has a duplicate key: tenant")]
+    tags = con.sql("SELECT tags FROM requests").fetchall()[0][0]
+    assert tags == {"tenant": "a", "n": "5", "nested": '{"x":1}'}
