@@ -366,3 +366,41 @@ def test_a_duplicate_tag_key_is_quarantined_not_a_silent_loss_of_every_tag(con, 
         (1, "tags has a duplicate key: tenant")]
     tags = con.sql("SELECT tags FROM requests").fetchall()[0][0]
     assert tags == {"tenant": "a", "n": "5", "nested": '{"x":1}'}
+
+
+@pytest.mark.parametrize("order", ["f1 first", "f2 first"])
+def test_a_quarantined_conflicting_copy_loads_once_the_copy_it_conflicted_with_is_gone(
+        con, tmp_path, order):
+    f1, f2 = tmp_path / "f1.jsonl", tmp_path / "f2.jsonl"
+    write_jsonl(f1, [request("r1", ["a"]), request("r3", ["a"])])
+    write_jsonl(f2, [request("r3", ["b"])])
+    ingest_logs(con, [str(f1)])
+    ingest_logs(con, [str(f2)])
+    assert con.sql("SELECT reason FROM quarantine").fetchall()[0][0].startswith(
+        "conflicts with request_id r3 already loaded from")
+    write_jsonl(f1, [request("r1", ["a"])])   # f1 no longer delivers r3
+    files = [str(f1), str(f2)] if order == "f1 first" else [str(f2), str(f1)]
+    # expand_paths keeps the given order of explicit files
+    summary = ingest_logs(con, files)
+    assert con.sql("SELECT request_id, source FROM requests ORDER BY 1").fetchall() == [
+        ("r1", str(f1.resolve())), ("r3", str(f2.resolve()))]
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
+    assert summary.quarantined == 0
+    before = snapshot(con)
+    ingest_logs(con, files)
+    assert snapshot(con) == before
+
+
+def test_files_that_conflict_with_each_other_are_judged_again_at_most_once(con, tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_jsonl(a, [request("r", ["a"]), request("x", ["a"])])
+    write_jsonl(b, [request("s", ["b"]), request("r", ["b"])])
+    ingest_logs(con, [str(a)])
+    ingest_logs(con, [str(b)])
+    write_jsonl(a, [request("r", ["a"]), request("s", ["a"])])   # now a conflicts with b too
+    summary = ingest_logs(con, [str(a), str(b)])
+    for f in summary.files:
+        assert f.read == f.loaded + f.quarantined
+    n_requests = con.sql("SELECT count(*) FROM requests").fetchall()[0][0]
+    n_quarantined = con.sql("SELECT count(*) FROM quarantine").fetchall()[0][0]
+    assert n_requests + n_quarantined == 4   # r and s once each, their other copies held back

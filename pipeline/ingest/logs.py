@@ -43,17 +43,27 @@ def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RE
                 progress: Progress | None = None) -> IngestSummary:
     """Load request logs (JSONL[.gz] or Parquet; files, directories, globs)."""
     files = expand_paths(paths, LOG_SUFFIXES)
-    results = []
-    for done, path in enumerate(files):
+    results: dict[Path, FileResult] = {}
+    queue, read_again = list(files), set()
+    while queue:
+        path = queue.pop(0)
         if progress:
-            progress(f"ingest {path.parent.name}/{path.name}", done, len(files))
-        results.append(_ingest_log_file(con, path, max_record_bytes))
+            progress(f"ingest {path.parent.name}/{path.name}", len(results), len(files))
+        results[path], rejudge = _ingest_log_file(con, path, max_record_bytes)
+        # a file whose copies were quarantined as conflicting with requests this file no
+        # longer delivers is read again (already read in this call: now, once; else when it
+        # comes up or on its next ingest)
+        again = [p for p in files if str(p) in rejudge and p in results and p not in read_again]
+        read_again.update(again)
+        queue += again
     if progress:
         progress("ingest", len(files), len(files))
-    return IngestSummary(tuple(results))
+    return IngestSummary(tuple(results[path] for path in files))
 
 
-def _ingest_log_file(con, path: Path, max_record_bytes: int) -> FileResult:
+def _ingest_log_file(con, path: Path, max_record_bytes: int) -> tuple[FileResult, set[str]]:
+    """Load one log file in one transaction; returns its result and the other files whose
+    quarantined conflicting copies must be judged again."""
     source = str(path)
     digest = file_hash(path)
     # the size limit changes which lines load, so a new limit re-reads the file
@@ -61,13 +71,15 @@ def _ingest_log_file(con, path: Path, max_record_bytes: int) -> FileResult:
     previous = previous_ingest(con, "logs", source, None)
     skipped = unchanged(previous, source, digest, options)
     if skipped:
-        return skipped
+        return skipped, set()
     is_parquet = path.name.lower().endswith(".parquet")
     params = {"source": source, "kind": "logs", "version": None, "raw_limit": RAW_LIMIT}
     with transaction(con):
         # the days this file delivered requests to, before and after, are scored anew
         days = state.source_days(con, source) if previous else []
+        rejudge = set()
         if previous:
+            rejudge = {row[0] for row in run_script(con, "rejudge_conflicts", params)}
             run_script(con, "forget_source", params)
         try:
             n_read = _stage_parquet(con, path) if is_parquet else _stage_jsonl(
@@ -81,7 +93,7 @@ def _ingest_log_file(con, path: Path, max_record_bytes: int) -> FileResult:
         n_quarantined = count_quarantined(con, "logs", source, None)
         state.invalidate(con, "ingest", days + state.source_days(con, source))
         return record_file(con, "logs", source, None, digest, options, n_read, n_loaded,
-                           n_quarantined)
+                           n_quarantined), rejudge
 
 
 def _stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
