@@ -64,3 +64,27 @@ def test_a_byte_order_mark_does_not_cost_the_first_record(con, tmp_path):
     assert (summary.read, summary.loaded, summary.quarantined) == (2, 2, 0)
     result = ingest_gold(con, str(gold), "v1")
     assert (result.read, result.loaded, result.quarantined) == (1, 1, 0)
+
+
+def test_a_huge_line_is_skipped_in_bounded_memory_and_quarantined(con, tmp_path):
+    import json
+    import tracemalloc
+
+    from pipeline.ingest.files import read_json_lines
+    from tests.conftest import request
+
+    path = tmp_path / "logs.jsonl"
+    huge = 200 * 1024 * 1024
+    with open(path, "wb") as fh:
+        fh.write(b'{"request_id": "' + b"x" * huge + b'"}\n')
+        fh.write(json.dumps(request("r-2", ["a"])).encode() + b"\n")
+    tracemalloc.start()
+    lines = list(read_json_lines(path, 8 * 1024 * 1024))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 40 * 1024 * 1024, peak        # never the 200 MB line at once
+    (number, text, reason, raw), second = lines
+    assert (number, text) == (1, None) and reason.startswith(f"record too large: {huge + 19} bytes")
+    assert len(raw) <= 65536 and second[0] == 2 and second[1] is not None
+    summary = ingest_logs(con, [str(path)])
+    assert (summary.read, summary.loaded, summary.quarantined) == (2, 1, 1)

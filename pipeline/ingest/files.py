@@ -114,6 +114,7 @@ def _open_binary(path: Path):
 
 
 UTF8_BOM = b"\xef\xbb\xbf"
+SKIP_CHUNK = 1 << 20   # bytes read at a time past an oversized line
 
 
 def read_json_lines(
@@ -121,16 +122,20 @@ def read_json_lines(
 ) -> Iterator[tuple[int, str | None, str | None, str | None]]:
     """Yield (line number, text, reason, raw) for each non-blank line. A line that is not UTF-8
     or is longer than the limit has text None and a reason; its raw bytes are kept, decoded
-    with replacement characters and truncated."""
+    with replacement characters and truncated. Memory stays bounded by the limit: a longer
+    line is skipped in bounded chunks, never read whole."""
     try:
         with _open_binary(path) as fh:
-            for number, data in enumerate(fh, start=1):
+            number = 0
+            while data := fh.readline(max_record_bytes + 1):
+                number += 1
                 if number == 1 and data.startswith(UTF8_BOM):
                     data = data[len(UTF8_BOM):]  # editors on Windows start files with one
                 if len(data) > max_record_bytes:
                     raw = data[:RAW_LIMIT].rstrip(b"\r\n").decode("utf-8", errors="replace")
+                    size = len(data) + _skip_rest_of_line(fh, data)
                     yield number, None, (
-                        f"record too large: {len(data)} bytes (limit {max_record_bytes}; "
+                        f"record too large: {size} bytes (limit {max_record_bytes}; "
                         "raise it with --max-record-bytes)"
                     ), raw
                     continue
@@ -145,6 +150,18 @@ def read_json_lines(
                 yield number, text.rstrip("\r\n"), None, None
     except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
         raise unreadable(path, exc) from None
+
+
+def _skip_rest_of_line(fh, head: bytes) -> int:
+    """Read past the rest of a line whose first bytes were `head`, in bounded chunks; returns
+    how many more bytes the line had."""
+    skipped = 0
+    while not head.endswith(b"\n"):
+        head = fh.readline(SKIP_CHUNK)
+        if not head:
+            break
+        skipped += len(head)
+    return skipped
 
 
 def unreadable(path: Path, exc: Exception) -> RecallwatchError:
