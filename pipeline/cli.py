@@ -380,6 +380,15 @@ def _run_commands(sub, command) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+def _out_of_memory() -> str:
+    from pipeline.warehouse import DEFAULT_MEMORY_LIMIT
+
+    limit = os.environ.get("RECALLWATCH_MEMORY_LIMIT", DEFAULT_MEMORY_LIMIT)
+    return (f"DuckDB ran out of the memory RECALLWATCH_MEMORY_LIMIT={limit} allows; the step's "
+            "open transaction was rolled back, so raise RECALLWATCH_MEMORY_LIMIT (e.g. 4GB) and "
+            "run the command again.")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -391,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         print("recallwatch: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug, not a user error: say so, keep the trace on request
+        if type(exc).__name__ == "OutOfMemoryException":
+            print(f"recallwatch: error: {_out_of_memory()}", file=sys.stderr)
+            return 2
         if os.environ.get("RECALLWATCH_DEBUG"):
             traceback.print_exc()
         print(f"recallwatch: internal error: {type(exc).__name__}: {exc} "

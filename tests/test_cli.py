@@ -290,3 +290,25 @@ def test_paths_and_dates_a_user_can_fix_are_one_sentence_with_exit_2(tmp_path, r
     assert code == 2 and "cannot write the report to" in err
     code, _, err = run_cli("report", "--out", "")
     assert code == 2 and "--out must name the report's directory" in err
+
+
+def test_running_out_of_the_memory_limit_names_the_setting_not_the_file(tmp_path, warehouse,
+                                                                         capsys, monkeypatch):
+    import json
+
+    from pipeline import cli
+
+    with open(tmp_path / "logs.jsonl", "w") as fh:
+        for i in range(5000):
+            fh.write(json.dumps(request(f"r{i}", [f"c{i}-{j}" for j in range(20)])) + "\n")
+    monkeypatch.setenv("RECALLWATCH_MEMORY_LIMIT", "5MB")
+    code = cli.main(["--warehouse", str(warehouse), "ingest", "logs",
+                     str(tmp_path / "logs.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "ran out of the memory RECALLWATCH_MEMORY_LIMIT=5MB allows" in err
+    assert "cannot read this file" not in err and "internal error" not in err
+    monkeypatch.delenv("RECALLWATCH_MEMORY_LIMIT")
+    assert cli.main(["--warehouse", str(warehouse), "ingest", "logs",
+                     str(tmp_path / "logs.jsonl")]) == 0
+    assert "loaded 5000" in capsys.readouterr().out

@@ -84,6 +84,8 @@ def _ingest_log_file(con, path: Path, max_record_bytes: int) -> tuple[FileResult
         try:
             n_read = _stage_parquet(con, path) if is_parquet else _stage_jsonl(
                 con, path, max_record_bytes)
+        except duckdb.OutOfMemoryException:
+            raise  # not the file's fault: the CLI names the memory setting
         except duckdb.Error as exc:
             raise unreadable(path, exc) from None
         run_script(con, "validate_logs", fields.validate_parameters())
