@@ -51,7 +51,7 @@ SELECT
                     THEN 'retrieval_steps is not a list'
                 WHEN coalesce(json_type(j, '$.retrieved'), 'NULL') <> 'NULL' THEN $both_lists
                 WHEN len(list_filter(from_json(j -> '$.retrieval_steps', '["JSON"]'),
-                                     lambda s: json_type(s) <> 'ARRAY')) > 0
+                                     lambda s: s IS NULL OR json_type(s) <> 'ARRAY')) > 0
                     THEN $steps_not_lists
                 ELSE 'steps'
             END

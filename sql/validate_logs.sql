@@ -13,10 +13,11 @@ CREATE OR REPLACE TEMP TABLE stage_checked AS
 WITH typed AS (
     SELECT
         r.*,
-        -- ISO-8601 only: DuckDB also casts words such as 'infinity' and 'epoch'
+        -- ISO-8601 only: DuckDB also casts words such as 'infinity' and 'epoch', and offsets
+        -- beyond +-18:00 (no place on earth is that far from UTC)
         CASE WHEN regexp_full_match(
                  trim(r.logged.timestamp),
-                 '\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|z|[+-]\d{2}(:?\d{2})?)?')
+                 '\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|z|[+-](0\d|1[0-8])(:?[0-5]\d)?)?')
              THEN try_cast(trim(r.logged.timestamp) AS TIMESTAMPTZ) AT TIME ZONE 'UTC' END AS ts,
         try_cast(r.logged.index_size AS DOUBLE) AS index_size_num,
         try_cast(r.logged.k AS DOUBLE) AS k_num,
@@ -76,7 +77,9 @@ judged AS (
     FROM typed
 )
 SELECT
-    line, raw, logged.request_id, ts AS timestamp, logged.query, logged.gold_id,
+    line, raw, logged.request_id, ts AS timestamp, logged.query,
+    -- a blank gold_id names no golden: the request joins by its query instead
+    CASE WHEN trim(logged.gold_id) <> '' THEN logged.gold_id END AS gold_id,
     logged.index_version,
     try_cast(index_size_num AS BIGINT) AS index_size,
     try_cast(coalesce(k_num, k_default, 0) AS INTEGER) AS k,

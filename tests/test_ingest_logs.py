@@ -404,3 +404,32 @@ def test_files_that_conflict_with_each_other_are_judged_again_at_most_once(con, 
     n_requests = con.sql("SELECT count(*) FROM requests").fetchall()[0][0]
     n_quarantined = con.sql("SELECT count(*) FROM quarantine").fetchall()[0][0]
     assert n_requests + n_quarantined == 4   # r and s once each, their other copies held back
+
+
+def test_null_steps_far_offsets_and_blank_gold_ids_are_decided_not_passed_through(con,
+                                                                                   tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"], question="Which fee?")])
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    write_jsonl(tmp_path / "logs.jsonl", [
+        # a null step is not a retrieval step
+        request("r-1", [], retrieved=None, retrieval_steps=[[{"chunk_id": "a"}], None]),
+        # no time zone is 25 hours from UTC
+        request("r-2", ["a"], ts="2026-11-01T10:00:00+25:00"),
+        # a blank gold_id names no golden: the request joins by its query
+        request("r-3", ["a"], gold_id="", query="which  FEE?"),
+        request("r-4", ["a"], ts="2026-11-01T10:00:00+14:00"),
+    ])
+    item = pa.struct([("chunk_id", pa.string())])
+    pq.write_table(pa.table({
+        "request_id": ["p-1"], "timestamp": ["2026-11-01T10:00:00Z"], "query": ["q"],
+        "index_version": ["i"],
+        "retrieval_steps": pa.array([[[{"chunk_id": "a"}], None]], pa.list_(pa.list_(item)))}),
+        tmp_path / "logs.parquet")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl"), str(tmp_path / "logs.parquet")])
+    reasons = con.sql("SELECT line, reason FROM quarantine ORDER BY source, line").fetchall()
+    assert reasons == [(1, "retrieval_steps is not a list of lists"),
+                       (2, "bad timestamp: 2026-11-01T10:00:00+25:00"),
+                       (1, "retrieval_steps is not a list of lists")]
+    score(con)
+    assert con.sql("SELECT request_id, gold_id, status FROM request_scores ORDER BY 1"
+                   ).fetchall() == [("r-3", "g-1", "scored"), ("r-4", "g-1", "scored")]

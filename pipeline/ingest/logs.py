@@ -172,7 +172,8 @@ def _stage_parquet(con, path: Path) -> int:
     steps_struct = _item_struct(types.get("retrieval_steps"), 2)
     when_steps = (bind(fields.STEPS_NOT_LISTS) if steps_struct is None
                   else f"CASE WHEN {ret} IS NOT NULL THEN {bind(fields.BOTH_LISTS)} "
-                       "ELSE 'steps' END")
+                       f"WHEN list_contains(list_transform({steps}, lambda s: s IS NULL), true) "
+                       f"THEN {bind(fields.STEPS_NOT_LISTS)} ELSE 'steps' END")
     when_list = "'list'" if ret_struct is not None else bind("retrieved is not a list of objects")
     shape = f"""CASE WHEN {steps} IS NOT NULL THEN {when_steps}
         WHEN {ret} IS NULL THEN {bind(fields.MISSING_LIST)}
