@@ -1,6 +1,7 @@
 -- load_index: replace the manifest of one index version with the staged file.
 -- Grain: index_chunks one row per (index_version, chunk_id). Input: stage_index(line,
--- index_version, chunk_id, content_hash, text). Parameters: $source, $version, $raw_limit
+-- index_version, chunk_id, content_hash, text, type_error), values as text, type_error the
+-- reason of a value that is not text (pipeline/ingest/index.py). Parameters: $source, $version, $raw_limit
 -- (characters of a bad row kept).
 -- content_hash defaults to sha256 of the text, so a manifest may carry either.
 
@@ -14,6 +15,7 @@ DELETE FROM ingest_files WHERE kind = 'index' AND version = $version;
 INSERT INTO quarantine (kind, version, source, line, reason, raw)
 SELECT 'index', $version, $source, line,
        CASE
+           WHEN type_error IS NOT NULL THEN type_error
            WHEN chunk_id IS NULL OR trim(chunk_id) = '' THEN 'missing or null required field: chunk_id'
            WHEN index_version IS NOT NULL AND index_version <> $version
                THEN 'index_version ' || index_version || ' differs from --version ' || $version
@@ -22,7 +24,7 @@ SELECT 'index', $version, $source, line,
        END,
        left(to_json(s)::VARCHAR, $raw_limit)
 FROM stage_index s
-WHERE chunk_id IS NULL OR trim(chunk_id) = ''
+WHERE type_error IS NOT NULL OR chunk_id IS NULL OR trim(chunk_id) = ''
    OR (index_version IS NOT NULL AND index_version <> $version)
    OR (content_hash IS NULL AND text IS NULL)
    OR chunk_id IN (

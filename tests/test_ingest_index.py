@@ -47,3 +47,19 @@ def test_reloading_an_earlier_manifest_for_a_version_replaces_it(con, tmp_path):
     assert con.sql("SELECT count(*) FROM index_chunks").fetchall()[0][0] == 2
     assert con.sql("SELECT source FROM ingest_files WHERE kind = 'index'").fetchall() == [
         (str(tmp_path / "m1.parquet"),)]
+
+
+def test_manifest_ids_are_text_and_rows_are_numbered_by_file_line(con, tmp_path):
+    jsonl = tmp_path / "m.jsonl"
+    jsonl.write_text('{"chunk_id": [1], "text": "a"}\n{"chunk_id": "b", "text": "b"}\n'
+                     '{"chunk_id": 7, "text": "c"}\n{"chunk_id": true, "text": "d"}\n')
+    result = ingest_index(con, str(jsonl), "idx-j")
+    assert (result.loaded, result.quarantined) == (2, 2)
+    assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [("7",), ("b",)]
+    assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
+        (1, "chunk_id is not a string"), (4, "chunk_id is not a string")]
+    csv_file = tmp_path / "m.csv"
+    csv_file.write_text("chunk_id,text\nc-1,one\n,missing\n")
+    ingest_index(con, str(csv_file), "idx-c")
+    assert con.sql("SELECT line, reason FROM quarantine WHERE version = 'idx-c'").fetchall() == [
+        (3, "missing or null required field: chunk_id")]   # the file's own line, header is 1

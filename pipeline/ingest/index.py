@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.errors import RecallwatchError
+from pipeline.ingest.fields import BoundValues
 from pipeline.ingest.files import (
     RAW_LIMIT,
     TABLE_SUFFIXES,
@@ -39,23 +40,30 @@ def ingest_index(con, path: str, version: str) -> FileResult:
         return skipped
     reader = _duckdb_reader(file)
     try:
-        columns = {row[0] for row in con.execute(
+        columns = {row[0]: row[1] for row in con.execute(
             f"DESCRIBE SELECT * FROM {reader}", {"path": source}).fetchall()}
     except duckdb.Error as exc:
         raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
     if "chunk_id" not in columns:
         raise RecallwatchError(f"{file}: an index manifest needs a chunk_id column.")
-    if not {"content_hash", "text"} & columns:
+    if not {"content_hash", "text"} & set(columns):
         raise RecallwatchError(f"{file}: an index manifest needs content_hash or text.")
-    q = quote_identifier
-    picked = ", ".join(f"CAST({q(c)} AS VARCHAR) AS {q(c)}" if c in columns
-                       else f"NULL::VARCHAR AS {q(c)}" for c in _MANIFEST_COLUMNS)
+    picked, errors, bind = [], [], BoundValues()
+    for column in _MANIFEST_COLUMNS:
+        value, error = _manifest_value(column, columns.get(column), bind)
+        picked.append(value)
+        if error:
+            errors.append(error)
+    type_error = f"CASE {' '.join(errors)} END" if errors else "NULL::VARCHAR"
+    # a CSV's first line is its header, so data rows are numbered from 2 as in gold sets
+    first_line = 2 if file.name.lower().endswith(".csv") else 1
     with transaction(con):
         try:
             con.execute(
                 "CREATE OR REPLACE TEMP TABLE stage_index AS "
-                f"SELECT row_number() OVER () AS line, {picked} FROM {reader}",
-                {"path": source})
+                f"SELECT row_number() OVER () + $offset AS line, {', '.join(picked)}, "
+                f"{type_error} AS type_error FROM {reader}",
+                {"path": source, "offset": first_line - 1, **bind})
         except duckdb.Error as exc:
             raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
         run_script(con, "load_index",
@@ -64,6 +72,28 @@ def ingest_index(con, path: str, version: str) -> FileResult:
         n_bad = count_quarantined(con, "index", source, version)
         return record_file(con, "index", source, version, digest, "", n_read,
                            n_read - n_bad, n_bad)
+
+
+def _manifest_value(column: str, sql_type: str | None,
+                    bind: BoundValues) -> tuple[str, str | None]:
+    """(the column as text, a CASE branch giving its reason when a value is not text) by the
+    type DuckDB read it as. IDs may be whole numbers (7 and "7" are one ID); a list, an
+    object, a float or a bool is no ID, and JSON text is taken without its quotes."""
+    q = quote_identifier(column)
+    if sql_type is None:
+        return f"NULL::VARCHAR AS {q}", None
+    reason = f"{column} is not a string"
+    if sql_type == "JSON":
+        allowed = bind(["VARCHAR", "BIGINT", "UBIGINT", "NULL"] if column == "chunk_id"
+                       else ["VARCHAR", "NULL"])
+        bad = f"NOT list_contains({allowed}, json_type({q}))"
+        return (f"CASE WHEN NOT ({bad}) THEN json_extract_string({q}, '$') END AS {q}",
+                f"WHEN {bad} THEN {bind(reason)}")
+    whole_number = sql_type in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+                                "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")
+    if sql_type == "VARCHAR" or (column == "chunk_id" and whole_number):
+        return f"CAST({q} AS VARCHAR) AS {q}", None
+    return f"NULL::VARCHAR AS {q}", f"WHEN {q} IS NOT NULL THEN {bind(reason)}"
 
 
 def _duckdb_reader(file: Path) -> str:
