@@ -399,9 +399,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("recallwatch: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # the machine's, not the code's: disk full, permissions, ...
+        print(f"recallwatch: error: {exc.strerror or exc}"
+              f"{f' ({exc.filename})' if exc.filename else ''}; fix that and run the command "
+              "again (its open transaction was rolled back).", file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug, not a user error: say so, keep the trace on request
         if type(exc).__name__ == "OutOfMemoryException":
             print(f"recallwatch: error: {_out_of_memory()}", file=sys.stderr)
+            return 2
+        if "No space left on device" in str(exc):
+            print("recallwatch: error: the disk is full (No space left on device); free space "
+                  "and run the command again (its open transaction was rolled back).",
+                  file=sys.stderr)
             return 2
         if os.environ.get("RECALLWATCH_DEBUG"):
             traceback.print_exc()

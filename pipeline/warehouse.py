@@ -61,7 +61,12 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
                 f"warehouse {target} does not exist: load logs into it first "
                 "(`recallwatch ingest logs PATH`), or point --warehouse at an existing one."
             )
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RecallwatchError(
+                f"cannot create the warehouse {target} ({exc.strerror or exc}): point "
+                "--warehouse at a path inside a writable directory.") from None
     try:
         con = duckdb.connect(target, read_only=read_only)
     except duckdb.IOException as exc:

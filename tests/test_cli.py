@@ -312,3 +312,24 @@ def test_running_out_of_the_memory_limit_names_the_setting_not_the_file(tmp_path
     assert cli.main(["--warehouse", str(warehouse), "ingest", "logs",
                      str(tmp_path / "logs.jsonl")]) == 0
     assert "loaded 5000" in capsys.readouterr().out
+
+
+def test_a_warehouse_under_a_file_is_one_sentence(tmp_path, capsys):
+    from pipeline import cli
+
+    (tmp_path / "a-file").write_text("x")
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    code = cli.main(["--warehouse", str(tmp_path / "a-file" / "w.duckdb"), "ingest", "logs",
+                     str(tmp_path / "logs.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot create the warehouse" in err and "internal error" not in err
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/full"),
+                    reason="needs /dev/full to stand for a full disk")
+def test_a_full_disk_is_one_sentence_not_an_internal_error(tmp_path, run_cli):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    (tmp_path / "full.csv").symlink_to("/dev/full")
+    code, _, err = run_cli("export", "quarantine", tmp_path / "full.csv")
+    assert code == 2 and "No space left on device" in err and "internal error" not in err
