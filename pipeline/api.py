@@ -36,7 +36,8 @@ def instant(value: When, what: str = "time") -> datetime | None:
                 f"{what} {value!r} is not an ISO date or date-time (e.g. 2026-11-01).") from None
     if parsed is not None and parsed.tzinfo is not None:
         parsed = parsed.astimezone(UTC).replace(tzinfo=None)
-    if parsed is not None and not FIRST_YEAR <= parsed.year < LAST_YEAR:
+    if parsed is not None and not (datetime(FIRST_YEAR, 1, 1) <= parsed
+                                   <= datetime(LAST_YEAR, 1, 1)):
         raise RecallwatchError(
             f"{what} {value} is outside {FIRST_YEAR}-01-01..{LAST_YEAR}-01-01, where logged "
             "timestamps can lie (others are quarantined).")

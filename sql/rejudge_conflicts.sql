@@ -1,17 +1,18 @@
--- rejudge_conflicts: before a changed log file is read again, the other files whose copies of
--- its requests were quarantined as conflicting with them ("conflicts with request_id R already
--- loaded from F line L", sql/load_logs.sql). Once this file no longer delivers R, such a copy
--- may be the one to load, so each of those files is marked to be read again: its recorded
--- content hash is cleared, which the next ingest of it treats as a change.
--- Grain: ingest_files updated; ends with one row per such file. Parameters: $source (the file).
+-- rejudge_conflicts: after a changed log file was loaded again, the files holding a quarantined
+-- copy (rejudge_candidate, from sql/rejudge_candidates.sql) whose reason no longer holds: the
+-- request it conflicted with is gone or now loaded from another line. Such a copy may be the
+-- one to load, so each of those files is marked to be read again: its recorded content hash
+-- is cleared, which the next ingest of it treats as a change. A reason that still holds marks
+-- nothing, so files that conflict with each other settle.
+-- Grain: ingest_files updated; ends with one row per marked file. No parameters.
 
 CREATE OR REPLACE TEMP TABLE rejudged_sources AS
-SELECT DISTINCT q.source
-FROM quarantine q
-JOIN requests r
-  ON q.reason = 'conflicts with request_id ' || r.request_id || ' already loaded from '
-                || r.source || ' line ' || r.line
-WHERE q.kind = 'logs' AND r.source = $source AND q.source <> $source;
+SELECT DISTINCT c.source
+FROM rejudge_candidate c
+WHERE NOT EXISTS (
+    SELECT 1 FROM requests r
+    WHERE c.reason = 'conflicts with request_id ' || r.request_id || ' already loaded from '
+                     || r.source || ' line ' || r.line);
 
 UPDATE ingest_files SET content_hash = ''
 WHERE kind = 'logs' AND source IN (SELECT source FROM rejudged_sources);

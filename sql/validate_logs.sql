@@ -17,7 +17,7 @@ WITH typed AS (
         -- beyond +-18:00 (no place on earth is that far from UTC)
         CASE WHEN regexp_full_match(
                  trim(r.logged.timestamp),
-                 '\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|z|[+-](0\d|1[0-8])(:?[0-5]\d)?)?')
+                 '\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|z|[+-]((0\d|1[0-7])(:?[0-5]\d)?|18(:?00)?))?')
              THEN try_cast(trim(r.logged.timestamp) AS TIMESTAMPTZ) AT TIME ZONE 'UTC' END AS ts,
         try_cast(r.logged.index_size AS DOUBLE) AS index_size_num,
         try_cast(r.logged.k AS DOUBLE) AS k_num,

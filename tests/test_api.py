@@ -64,6 +64,9 @@ def test_run_catches_up_and_writes_the_report(loaded, tmp_path):
 def test_bad_values_are_one_clear_error(loaded):
     with pytest.raises(RecallwatchError, match="start 'yesterday' is not an ISO date"):
         api.score(loaded, "yesterday")
+    with pytest.raises(RecallwatchError, match="end 3000-01-02 is outside"):
+        api.score(loaded, "2026-11-01", "3000-01-02")
+    assert api.aggregate(loaded, "2999-12-31", "3000-01-01").rows == 0   # an exclusive end
     with pytest.raises(RecallwatchError, match="--pass-mark 1.5 must lie in"):
         api.configure(loaded, pass_mark=1.5)
     with pytest.raises(RecallwatchError, match="gold version 'v9' is not loaded"):

@@ -63,3 +63,16 @@ def test_manifest_ids_are_text_and_rows_are_numbered_by_file_line(con, tmp_path)
     ingest_index(con, str(csv_file), "idx-c")
     assert con.sql("SELECT line, reason FROM quarantine WHERE version = 'idx-c'").fetchall() == [
         (3, "missing or null required field: chunk_id")]   # the file's own line, header is 1
+
+
+def test_uuid_or_date_looking_ids_stay_text(con, tmp_path):
+    jsonl = tmp_path / "m.jsonl"
+    jsonl.write_text('{"chunk_id": "5d3c6d3e-0b5b-4c2e-9a4e-1c2d3e4f5a6b", "text": "a"}\n'
+                     '{"chunk_id": "6e4d7e4f-1c6c-4d3f-8b5f-2d3e4f5a6b7c", "text": "b"}\n')
+    assert ingest_index(con, str(jsonl), "idx-u").loaded == 2
+    dates = tmp_path / "d.jsonl"
+    dates.write_text('{"chunk_id": "2026-11-01", "text": "a"}\n')
+    assert ingest_index(con, str(dates), "idx-d").loaded == 1
+    assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [
+        ("2026-11-01",), ("5d3c6d3e-0b5b-4c2e-9a4e-1c2d3e4f5a6b",),
+        ("6e4d7e4f-1c6c-4d3f-8b5f-2d3e4f5a6b7c",)]

@@ -333,7 +333,7 @@ def test_scores_beyond_float_range_re_deliver_without_error(con, tmp_path):
      "retrieved item 1 has a chunk_id that is not a string"),
     ("query", pa.array([b"what is it?"], pa.binary()), "query is not a string"),
     ("query", pa.array([42]), "query is not a string"),
-    ("k", pa.array([5.0]), "k must be a non-negative integer"),
+    ("k", pa.array([5.5]), "k must be a non-negative integer, got 5.5"),
 ])
 def test_parquet_values_of_the_wrong_type_are_quarantined_not_stringified(
         con, tmp_path, column, values, reason):
@@ -401,9 +401,14 @@ def test_files_that_conflict_with_each_other_are_judged_again_at_most_once(con, 
     summary = ingest_logs(con, [str(a), str(b)])
     for f in summary.files:
         assert f.read == f.loaded + f.quarantined
-    n_requests = con.sql("SELECT count(*) FROM requests").fetchall()[0][0]
-    n_quarantined = con.sql("SELECT count(*) FROM quarantine").fetchall()[0][0]
-    assert n_requests + n_quarantined == 4   # r and s once each, their other copies held back
+    # each request stays with the file that delivered it first; each other copy is held back
+    loaded = con.sql("SELECT request_id, parse_filename(source) FROM requests ORDER BY 1")
+    assert loaded.fetchall() == [("r", "a.jsonl"), ("s", "b.jsonl")]
+    held = con.sql("SELECT parse_filename(source), line FROM quarantine ORDER BY 1")
+    assert held.fetchall() == [("a.jsonl", 2), ("b.jsonl", 2)]
+    # and it settles: the next call finds both files unchanged
+    again = ingest_logs(con, [str(a), str(b)])
+    assert all(f.skipped for f in again.files)
 
 
 def test_null_steps_far_offsets_and_blank_gold_ids_are_decided_not_passed_through(con,
@@ -433,3 +438,53 @@ def test_null_steps_far_offsets_and_blank_gold_ids_are_decided_not_passed_throug
     score(con)
     assert con.sql("SELECT request_id, gold_id, status FROM request_scores ORDER BY 1"
                    ).fetchall() == [("r-3", "g-1", "scored"), ("r-4", "g-1", "scored")]
+
+
+def test_parquet_from_pandas_loads_real_timestamps_and_whole_float_numbers(con, tmp_path):
+    import datetime as dt
+
+    item = pa.struct([("chunk_id", pa.string())])
+    pq.write_table(pa.table({
+        "request_id": ["r-1", "r-2", "r-3"],
+        # pandas datetime64 columns: with a zone, without one (UTC), and a date
+        "timestamp": pa.array([dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC),
+                               dt.datetime(2026, 11, 1, 11), dt.datetime(2026, 11, 2)],
+                              pa.timestamp("ns", tz="UTC")),
+        "query": ["q", "q", "q"], "index_version": ["i", "i", "i"],
+        # an integer column with a missing value, as pandas writes it
+        "k": pa.array([5.0, None, 3.0]),
+        "retrieved": pa.array([[{"chunk_id": "a"}]] * 3, pa.list_(item)),
+    }), tmp_path / "logs.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
+    assert (summary.loaded, summary.quarantined) == (3, 0)
+    assert con.sql("SELECT request_id, timestamp::VARCHAR, k FROM requests ORDER BY 1"
+                   ).fetchall() == [("r-1", "2026-11-01 10:00:00", 5),
+                                    ("r-2", "2026-11-01 11:00:00", 1),
+                                    ("r-3", "2026-11-02 00:00:00", 3)]
+    pq.write_table(pa.table({
+        "request_id": ["d-1"], "timestamp": pa.array([dt.date(2026, 11, 3)]),
+        "query": ["q"], "index_version": ["i"],
+        "retrieved": pa.array([[{"chunk_id": "a"}]], pa.list_(item))}), tmp_path / "d.parquet")
+    assert ingest_logs(con, [str(tmp_path / "d.parquet")]).loaded == 1
+
+
+@pytest.mark.parametrize("offset,loads", [("+18:00", True), ("-17:59", True),
+                                          ("+18:30", False), ("+25:00", False)])
+def test_offsets_reach_at_most_18_hours(con, tmp_path, offset, loads):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"], ts=f"2026-11-01T10:00:00{offset}")])
+    assert ingest_logs(con, [str(tmp_path / "logs.jsonl")]).loaded == int(loads)
+
+
+def test_a_byte_order_mark_on_an_oversized_first_line_keeps_lines_and_counts(con, tmp_path):
+    from pipeline.ingest.files import read_json_lines
+
+    path = tmp_path / "logs.jsonl"
+    long_line = json.dumps(request("r-1", ["a" * 200])).encode()
+    fits = json.dumps(request("r-2", ["b"])).encode()
+    path.write_bytes(b"\xef\xbb\xbf" + long_line + b"\n" + fits + b"\n")
+    lines = list(read_json_lines(path, len(long_line) - 10))
+    assert [(n, text is None) for n, text, _, _ in lines] == [(1, True), (2, False)]
+    assert lines[0][2].startswith(f"record too large: {len(long_line) + 1} bytes")
+    # a first line that just fits is not cut by the mark's three bytes
+    lines = list(read_json_lines(path, len(long_line) + 1))
+    assert [(n, text is not None) for n, text, _, _ in lines] == [(1, True), (2, True)]

@@ -127,7 +127,9 @@ def read_json_lines(
     try:
         with _open_binary(path) as fh:
             number = 0
-            while data := fh.readline(max_record_bytes + 1):
+            # the first read leaves room for a byte-order mark, which does not count
+            while data := fh.readline(max_record_bytes + 1 + (len(UTF8_BOM) if not number
+                                                              else 0)):
                 number += 1
                 if number == 1 and data.startswith(UTF8_BOM):
                     data = data[len(UTF8_BOM):]  # editors on Windows start files with one

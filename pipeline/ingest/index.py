@@ -48,6 +48,13 @@ def ingest_index(con, path: str, version: str) -> FileResult:
         raise RecallwatchError(f"{file}: an index manifest needs a chunk_id column.")
     if not {"content_hash", "text"} & set(columns):
         raise RecallwatchError(f"{file}: an index manifest needs content_hash or text.")
+    extra = {}
+    if reader.startswith("read_json"):
+        # DuckDB would guess UUID- or date-looking IDs as UUID or DATE: read each value as
+        # JSON and judge it below
+        columns = {c: "JSON" for c in _MANIFEST_COLUMNS if c in columns}
+        reader = "read_json($path, format = 'newline_delimited', columns = $columns)"
+        extra = {"columns": columns}
     picked, errors, bind = [], [], BoundValues()
     for column in _MANIFEST_COLUMNS:
         value, error = _manifest_value(column, columns.get(column), bind)
@@ -63,7 +70,9 @@ def ingest_index(con, path: str, version: str) -> FileResult:
                 "CREATE OR REPLACE TEMP TABLE stage_index AS "
                 f"SELECT row_number() OVER () + $offset AS line, {', '.join(picked)}, "
                 f"{type_error} AS type_error FROM {reader}",
-                {"path": source, "offset": first_line - 1, **bind})
+                {"path": source, "offset": first_line - 1, **extra, **bind})
+        except duckdb.OutOfMemoryException:
+            raise  # not the file's fault: the CLI names the memory setting
         except duckdb.Error as exc:
             raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
         run_script(con, "load_index",
@@ -91,7 +100,7 @@ def _manifest_value(column: str, sql_type: str | None,
                 f"WHEN {bad} THEN {bind(reason)}")
     whole_number = sql_type in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
                                 "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")
-    if sql_type == "VARCHAR" or (column == "chunk_id" and whole_number):
+    if sql_type in ("VARCHAR", "UUID") or (column == "chunk_id" and whole_number):
         return f"CAST({q} AS VARCHAR) AS {q}", None
     return f"NULL::VARCHAR AS {q}", f"WHEN {q} IS NOT NULL THEN {bind(reason)}"
 

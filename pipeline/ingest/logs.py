@@ -77,9 +77,8 @@ def _ingest_log_file(con, path: Path, max_record_bytes: int) -> tuple[FileResult
     with transaction(con):
         # the days this file delivered requests to, before and after, are scored anew
         days = state.source_days(con, source) if previous else []
-        rejudge = set()
         if previous:
-            rejudge = {row[0] for row in run_script(con, "rejudge_conflicts", params)}
+            run_script(con, "rejudge_candidates", params)
             run_script(con, "forget_source", params)
         try:
             n_read = _stage_parquet(con, path) if is_parquet else _stage_jsonl(
@@ -93,6 +92,8 @@ def _ingest_log_file(con, path: Path, max_record_bytes: int) -> tuple[FileResult
         if is_parquet:
             run_script(con, "fill_parquet_raw", {**params, "path": source})
         n_quarantined = count_quarantined(con, "logs", source, None)
+        rejudge = ({row[0] for row in run_script(con, "rejudge_conflicts")} if previous
+                   else set())
         state.invalidate(con, "ingest", days + state.source_days(con, source))
         return record_file(con, "logs", source, None, digest, options, n_read, n_loaded,
                            n_quarantined), rejudge

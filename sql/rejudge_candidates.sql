@@ -1,0 +1,13 @@
+-- rejudge_candidates: before a changed log file is read again, the quarantined copies in other
+-- files that conflict with requests this file delivered ("conflicts with request_id R already
+-- loaded from F line L", sql/load_logs.sql). sql/rejudge_conflicts.sql decides, once the file
+-- is loaded again, which of them must be judged again.
+-- Grain: rejudge_candidate one row per such quarantined copy. Parameters: $source (the file).
+
+CREATE OR REPLACE TEMP TABLE rejudge_candidate AS
+SELECT q.source, q.reason
+FROM quarantine q
+JOIN requests r
+  ON q.reason = 'conflicts with request_id ' || r.request_id || ' already loaded from '
+                || r.source || ' line ' || r.line
+WHERE q.kind = 'logs' AND r.source = $source AND q.source <> $source;
