@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import state
-from pipeline.config import DEFAULT_ALPHA, GRAINS, Config, check, resolve
+from pipeline.config import DEFAULT_ALPHA, GRAINS, Config, given_or_resolved
 from pipeline.errors import RecallwatchError
 from pipeline.progress import Progress
 from pipeline.stats import (
@@ -48,9 +48,7 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
 
     Replaces those windows' rows in one transaction. Idempotent: aggregating the same windows
     again over the same scores changes nothing."""
-    if config is not None and settings:
-        raise TypeError(f"give a Config or settings ({', '.join(settings)}), not both")
-    config = check(config or resolve(con, **settings))
+    config = given_or_resolved(con, config, settings)
     if grain not in GRAINS:
         raise RecallwatchError(f"--window {grain!r} must be one of {', '.join(GRAINS)}.")
     start, end = state.aggregate_span(con, grain, start, end)

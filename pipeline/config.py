@@ -111,6 +111,14 @@ def resolve(con, *, cutoffs: tuple[int, ...] | None = None, pass_mark: float | N
     return check(config)
 
 
+def given_or_resolved(con, config: Config | None, settings: dict) -> Config:
+    """The configuration a step was given, checked; else the settings in force overridden by
+    `settings` (resolve). Giving both is a caller's mistake."""
+    if config is not None and settings:
+        raise TypeError(f"give a Config or settings ({', '.join(settings)}), not both")
+    return check(config) if config is not None else resolve(con, **settings)
+
+
 def put_in_force(con, config: Config) -> None:
     """Make the cutoffs, pass mark and grains of `config` the ones later runs use. Windows
     built with other settings become stale (pipeline.state) and `run` rebuilds them."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from pipeline import state
-from pipeline.config import Config, check, require_gold, resolve
+from pipeline.config import Config, given_or_resolved, require_gold
 from pipeline.progress import Progress
 from pipeline.routes import get_route
 from pipeline.warehouse import run_script, sql, transaction
@@ -44,7 +44,7 @@ def score(con, config: Config | None = None, *, start: datetime | None = None,
     Replaces the windows' rows of request_scores, request_cutoffs and miss_causes for those
     routes, each batch in one transaction, and voids the window metrics built on them.
     Idempotent: scoring the same windows again with the same configuration changes nothing."""
-    config = check(_given(config, settings) or resolve(con, **settings))
+    config = given_or_resolved(con, config, settings)
     gold_version = require_gold(config)
     windows = state.score_windows(con, start, end, config.routes)
     groups = state.batches(con, windows, batch_requests)
@@ -61,12 +61,6 @@ def score(con, config: Config | None = None, *, start: datetime | None = None,
     if progress:
         progress("score", len(windows), len(windows))
     return _summary(con, config, gold_version, windows)
-
-
-def _given(config: Config | None, settings: dict) -> Config | None:
-    if config is not None and settings:
-        raise TypeError(f"give a Config or settings ({', '.join(settings)}), not both")
-    return config
 
 
 def _score_batch(con, route_name: str, batch: list[tuple[datetime, datetime]],

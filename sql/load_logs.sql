@@ -43,8 +43,7 @@ SELECT
         WHEN f.n_versions > 1
             THEN 'conflicting duplicate request_id ' || g.request_id || ' (lines ' || f.lines || ')'
         WHEN l.request_id IS NOT NULL AND l.digest <> d.digest
-            THEN 'conflicts with request_id ' || g.request_id || ' already loaded from '
-                 || l.source || ' line ' || l.line
+            THEN conflict_reason(g.request_id, l.source, l.line)
     END AS reason,
     (f.request_id IS NULL OR (f.n_versions = 1 AND g.line = f.first_line))
         AND l.request_id IS NULL AS insert_it

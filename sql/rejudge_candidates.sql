@@ -8,6 +8,5 @@ CREATE OR REPLACE TEMP TABLE rejudge_candidate AS
 SELECT q.source, q.reason
 FROM quarantine q
 JOIN requests r
-  ON q.reason = 'conflicts with request_id ' || r.request_id || ' already loaded from '
-                || r.source || ' line ' || r.line
+  ON q.reason = conflict_reason(r.request_id, r.source, r.line)
 WHERE q.kind = 'logs' AND r.source = $source AND q.source <> $source;

@@ -11,8 +11,7 @@ SELECT DISTINCT c.source
 FROM rejudge_candidate c
 WHERE NOT EXISTS (
     SELECT 1 FROM requests r
-    WHERE c.reason = 'conflicts with request_id ' || r.request_id || ' already loaded from '
-                     || r.source || ' line ' || r.line);
+    WHERE c.reason = conflict_reason(r.request_id, r.source, r.line));
 
 UPDATE ingest_files SET content_hash = ''
 WHERE kind = 'logs' AND source IN (SELECT source FROM rejudged_sources);

@@ -189,3 +189,10 @@ CREATE TABLE IF NOT EXISTS score_windows (
     cutoffs      VARCHAR   NOT NULL,   -- e.g. '1,3,5,10'
     manifests    VARCHAR   NOT NULL    -- manifest_fingerprint() when scored
 );
+
+-- The quarantine reason of a copy that contradicts a loaded request. Written by
+-- sql/load_logs.sql and matched by sql/rejudge_candidates.sql / rejudge_conflicts.sql, so it
+-- is spelled here once.
+CREATE OR REPLACE MACRO conflict_reason(request_id, source, line) AS
+    'conflicts with request_id ' || request_id || ' already loaded from ' || source
+    || ' line ' || line;
