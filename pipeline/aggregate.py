@@ -70,10 +70,43 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
         con.register("metrics_batch", table)
         con.execute("INSERT INTO window_metrics BY NAME SELECT * FROM metrics_batch")
         con.unregister("metrics_batch")
+        con.execute("DELETE FROM window_sums WHERE grain = $grain AND window_start >= $start "
+                    "AND window_start < $end", params)
+        con.register("sums_batch", _sums(stats, grain))
+        con.execute("INSERT INTO window_sums BY NAME SELECT * FROM sums_batch")
+        con.unregister("sums_batch")
         state.invalidate(con, "aggregate", state.days_of(start, end))
     if progress:
         progress(f"aggregate by {grain}", 2, 2)
     return AggregateSummary(grain, start, end, table.num_rows)
+
+
+# window_sums column <- the column of sql/window_metrics.sql's result it keeps
+_SUMS = {
+    "n": "n", "n_clusters": "n_clusters", "any_session": "any_session", "recall_sum": "recall_sum",
+    "recall_cluster_sq": "sum_cluster_sq", "recall_cluster_cross": "sum_cluster_cross",
+    "size_sq": "sum_size_sq", "recall_mean_sum": "recall_mean_sum",
+    "recall_mean_sq": "recall_mean_sq", "pass_sum": "n_pass", "pass_cluster_sq": "pass_cluster_sq",
+    "pass_cluster_cross": "pass_cluster_cross", "pass_mean_sum": "pass_mean_sum",
+    "pass_mean_sq": "pass_mean_sq", "full_sum": "n_full", "full_cluster_sq": "full_cluster_sq",
+    "full_cluster_cross": "full_cluster_cross", "full_mean_sum": "full_mean_sum",
+    "full_mean_sq": "full_mean_sq",
+}
+
+
+def _sums(stats: pa.Table, grain: str) -> pa.Table:
+    """window_sums rows: the sufficient statistics the drift step pools and tests."""
+    columns = {
+        "window_start": stats.column("window_start"),
+        "grain": pa.array([grain] * stats.num_rows, pa.string()),
+        **{key: stats.column(key) for key in ("slice", "route", "k", "gold_version")},
+    }
+    for target, source in _SUMS.items():
+        column = stats.column(source)
+        columns[target] = column if target in ("n", "n_clusters", "any_session") else \
+            pa.array(np.nan_to_num(column.to_numpy(zero_copy_only=False).astype(float)),
+                     pa.float64())
+    return pa.table(columns)
 
 
 def _rate_interval(col: dict, indicator: str, use_cluster: np.ndarray, alpha: float):

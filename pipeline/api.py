@@ -78,15 +78,43 @@ def ingest_index(warehouse: Warehouse, path: str, version: str):
 
 
 def configure(warehouse: Warehouse, *, cutoffs: tuple[int, ...] | None = None,
-              pass_mark: float | None = None,
-              grains: tuple[str, ...] | None = None) -> settings.Config:
+              pass_mark: float | None = None, grains: tuple[str, ...] | None = None,
+              **drift_settings) -> settings.Config:
     """Put the given settings in force (the others stay) and return the configuration now in
-    force. Days built with other settings become stale; the next `run` rebuilds them. See
-    pipeline.config."""
+    force. Days built with other settings become stale; the next `run` rebuilds them. Drift
+    and alert settings (drift_mode=, drift_margin=, detectable_drop=, baselines={slice: spec},
+    alert_k=, alert_metrics=) are put in force the same way. See pipeline.config."""
     with connect(warehouse, must_exist=True) as con:
-        config = settings.resolve(con, cutoffs=cutoffs, pass_mark=pass_mark, grains=grains)
-        if cutoffs is not None or pass_mark is not None or grains is not None:
+        given = {k: v for k, v in drift_settings.items() if v is not None}
+        config = settings.resolve(con, cutoffs=cutoffs, pass_mark=pass_mark, grains=grains,
+                                  **given)
+        if cutoffs is not None or pass_mark is not None or grains is not None or given:
             settings.put_in_force(con, config)
+        return config
+
+
+def drift(warehouse: Warehouse, start: When = None, end: When = None, *,
+          progress: Progress | None = None):
+    """Judge drift for the windows in [start, end) (all when not given) with the settings in
+    force and write drift_events; see pipeline.drift."""
+    from pipeline.drift import drift as judge_drift
+
+    with connect(warehouse, must_exist=True) as con:
+        return judge_drift(con, start=instant(start, "--start"), end=instant(end, "--end"),
+                           progress=progress)
+
+
+def rebaseline(warehouse: Warehouse, slice_: str, since: When) -> settings.Config:
+    """From the day `since` on, the baseline of `slice_` ('*' for every slice without one of
+    its own) restarts: the first windows on or after it, as many as its baseline takes (7 by
+    default). Open episodes of the slice end there. Put in force; the next `drift` or `run`
+    re-judges."""
+    day = instant(since, "--from")
+    with connect(warehouse, must_exist=True) as con:
+        current = settings.in_force(con).baseline_for(slice_)
+        windows = current.windows if current.kind in ("first", "trailing") else 7
+        config = settings.resolve(con, baselines={slice_: f"first:{windows}@{day.date()}"})
+        settings.put_in_force(con, config)
         return config
 
 
@@ -156,14 +184,16 @@ def report(warehouse: Warehouse, out_dir: str | os.PathLike, *, k: int | None = 
 def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None = None,
         gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
         cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
-        report_dir: str | os.PathLike | None = None, progress: Progress | None = None):
-    """Catch up: ingest, rescore exactly the stale days, re-aggregate the stale windows, write
-    the report (see pipeline.run.run); a second run over the same inputs changes nothing.
-    Returns a RunSummary."""
+        report_dir: str | os.PathLike | None = None, progress: Progress | None = None,
+        alert_channels: list | None = None, now: datetime | None = None):
+    """Catch up: ingest, rescore exactly the stale days, re-aggregate the stale windows, judge
+    drift, write the report and send the alerts due on `alert_channels` (see
+    pipeline.run.run); a second run over the same inputs changes nothing. Returns a
+    RunSummary."""
     from pipeline.run import run as catch_up
 
     with connect(warehouse) as con:
         return catch_up(con, logs=logs, gold=gold, gold_version=gold_version, index=index,
                         cutoffs=cutoffs, pass_mark=pass_mark,
                         report_dir=Path(report_dir) if report_dir is not None else None,
-                        progress=progress)
+                        progress=progress, alert_channels=alert_channels, now=now)

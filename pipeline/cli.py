@@ -132,13 +132,31 @@ def cmd_ingest_index(args) -> None:
 def cmd_config(args) -> None:
     from pipeline import api
 
+    baselines = None
+    if args.baseline:
+        baselines = {}
+        for item in args.baseline:
+            name, sep, spec = item.rpartition("=")
+            if not sep or not name:
+                raise RecallwatchError(
+                    f"--baseline {item!r} must be SLICE=SPEC, e.g. '*=first:7' or "
+                    "'all=trailing:14'.")
+            baselines[name] = spec
     config = api.configure(args.warehouse, cutoffs=_cutoffs(args.cutoffs),
                            pass_mark=args.pass_mark,
-                           grains=tuple(args.grains.split(",")) if args.grains else None)
+                           grains=tuple(args.grains.split(",")) if args.grains else None,
+                           drift_mode=args.drift_mode, drift_margin=args.margin,
+                           detectable_drop=args.detectable_drop, baselines=baselines,
+                           alert_k=args.alert_k,
+                           alert_metrics=tuple(args.alert_metrics.split(","))
+                           if args.alert_metrics else None)
     gold = f"{config.gold_version} (the newest loaded)" if config.gold_version else "none loaded"
     print(f"cutoffs {config.cutoffs_text}\npass mark {config.pass_mark}\n"
           f"grains {','.join(config.grains)}\nroutes {','.join(config.routes)}\n"
-          f"gold version {gold}")
+          f"gold version {gold}\ndrift mode {config.drift_mode}\n"
+          f"drift margin {config.drift_margin}\ndetectable drop {config.detectable_drop}\n"
+          f"baselines {', '.join(f'{n}={b.text}' for n, b in config.baselines)}\n"
+          f"alerts {','.join(config.alert_metrics)} at k={config.alert_cutoff}")
 
 
 def cmd_score(args) -> None:
@@ -179,6 +197,25 @@ def cmd_aggregate(args) -> None:
           f"for {summary.start:%Y-%m-%d %H:%M}..{summary.end:%Y-%m-%d %H:%M}")
 
 
+def cmd_drift(args) -> None:
+    from pipeline import api
+
+    if args.action == "rebaseline":
+        if not args.slice or not args.since:
+            raise RecallwatchError("drift rebaseline needs --slice S and --from DAY.")
+        config = api.rebaseline(args.warehouse, args.slice, args.since)
+        print(f"baseline of slice {args.slice} now {config.baseline_for(args.slice).text}; "
+              "run `recallwatch drift` (or `run`) to re-judge.")
+        return
+    with _progress() as progress:
+        summary = api.drift(args.warehouse, args.start, args.end, progress=progress)
+    if not summary.rows:
+        print("nothing to judge: no window metrics yet (run `recallwatch aggregate` first).")
+        return
+    print(f"drift_events: {summary.rows} rows, {summary.opened} episode(s) opened, "
+          f"{summary.resolved} resolved{'' if summary.changed else ' (unchanged)'}")
+
+
 def cmd_report(args) -> None:
     from pipeline import api
 
@@ -195,8 +232,61 @@ def cmd_export(args) -> None:
     print(f"{args.table}: {n} rows written to {args.file}")
 
 
+def cmd_alert(args) -> None:
+    from datetime import UTC
+
+    from pipeline.alerts import (
+        NO_CHANNELS,
+        channels_from_env,
+        channels_from_file,
+        send_alerts,
+        send_test,
+    )
+    from pipeline.config import resolve
+    from pipeline.warehouse import connect
+
+    channels = channels_from_file(args.channels) if args.channels else channels_from_env()
+    now = datetime.now(UTC).replace(tzinfo=None)
+    if args.action == "test":
+        if args.dry_run or args.report:
+            raise RecallwatchError("--dry-run and --report apply to `recallwatch alert`, not to "
+                                   "`recallwatch alert test`.")
+        if not channels:
+            raise RecallwatchError(NO_CHANNELS)
+        results = send_test(channels, now=now)
+        for name, ok, error in results:
+            print(f"{name}: test message {'sent' if ok else f'failed ({error})'}")
+        failed = [name for name, ok, _ in results if not ok]
+        if failed:
+            raise RecallwatchError(
+                f"the test message could not be delivered on {', '.join(failed)}; check that "
+                "channel's settings and that its server is reachable from here.")
+        return
+    if not channels:
+        print(f"nothing to send: {NO_CHANNELS}")
+        return
+    with connect(args.warehouse, read_only=args.dry_run, must_exist=True) as con:
+        summary = send_alerts(con, resolve(con), channels, report=args.report,
+                              dry_run=args.dry_run, now=now)
+    for d in summary.deliveries:
+        m = d.message
+        why = (f" ({d.error}, {d.attempts} attempt(s) so far; the next `recallwatch alert` "
+               "retries it)" if d.error else "")
+        print(f"{d.channel} {m.event} slice {m.slice} {m.metric} day "
+              f"{m.window_start:%Y-%m-%d}: {d.status}{why}")
+    if args.dry_run:
+        print(f"dry run: {len(summary.would_send)} message(s) would be sent, "
+              f"{summary.skipped} already sent; nothing was sent or written.")
+    else:
+        print(f"alerts: {summary.sent} sent, {summary.failed} failed, "
+              f"{summary.skipped} already sent.")
+
+
 def cmd_run(args) -> None:
+    from datetime import UTC
+
     from pipeline import api
+    from pipeline.alerts import channels_from_env
 
     index = [tuple(pair.split("=", 1)[::-1]) for pair in args.index or []]
     if any(len(pair) != 2 for pair in index):
@@ -205,11 +295,19 @@ def cmd_run(args) -> None:
         summary = api.run(args.warehouse, logs=args.logs, gold=args.gold,
                           gold_version=args.gold_version, index=index,
                           cutoffs=_cutoffs(args.cutoffs), pass_mark=args.pass_mark,
-                          report_dir=args.out or None, progress=progress)
+                          report_dir=args.out or None, progress=progress,
+                          alert_channels=channels_from_env(),
+                          now=datetime.now(UTC).replace(tzinfo=None))
     if summary.ingest:
         _print_ingest(summary.ingest, every_file=len(summary.ingest.files) <= 10)
     print(f"scored {len(summary.days_scored)} day window(s), aggregated "
           f"{len(summary.days_aggregated)} day(s)")
+    if summary.drift:
+        print(f"drift: {summary.drift.opened} episode(s) opened, {summary.drift.resolved} "
+              "resolved (recallwatch export drift_events ...)")
+    if summary.alerts:
+        print(f"alerts: {summary.alerts.sent} sent, {summary.alerts.failed} failed "
+              "(a failed one is retried by the next run)")
     _print_summary_table(args.warehouse)
     if summary.report:
         print(f"report: {summary.report.resolve()}")
@@ -231,8 +329,31 @@ def cmd_demo(args) -> None:
             report_dir=args.out, progress=progress)
     _print_ingest(summary.ingest, every_file=False)
     _print_summary_table(args.warehouse)
+    _print_drift(args.warehouse)
     print(f"\nwarehouse: {warehouse_path(args.warehouse).resolve()}")
     print(f"report: {summary.report.resolve()}")
+
+
+def _print_drift(warehouse) -> None:
+    """The drift episodes of mean recall on slice all, in the report's scope."""
+    from pipeline.report import resolve_scope
+    from pipeline.warehouse import connect
+
+    with connect(warehouse, read_only=True) as con:
+        scope, _, _ = resolve_scope(con)
+        rows = con.execute(
+            "SELECT window_start::DATE, state, decision, delta, index_version, method "
+            "FROM drift_events WHERE grain = 'day' AND slice = 'all' AND metric = 'mean_recall' "
+            "AND route = $route AND k = $k AND gold_version = $gold "
+            "AND state IN ('opened', 'resolved') ORDER BY window_start",
+            {"route": scope.route, "k": scope.k, "gold": scope.gold_version}).fetchall()
+    if not rows:
+        print(f"drift: no episode of mean recall@{scope.k} on slice all")
+        return
+    print(f"drift of mean recall@{scope.k} on slice all ({rows[0][5]}):")
+    for day, state, decision, delta, version, _ in rows:
+        what = f"{decision} opened" if state == "opened" else "episode resolved"
+        print(f"  {day}  {what} (difference from baseline {delta:+.3f}, index {version})")
 
 
 def _print_summary_table(warehouse) -> None:
@@ -322,6 +443,19 @@ def _step_commands(sub, command) -> None:
                                       "are rescored by the next run)")
     p.add_argument("--pass-mark", type=_unit, help="recall at or above this passes")
     p.add_argument("--grains", help="window grains `run` keeps current: day or day,hour")
+    p.add_argument("--drift-mode", choices=("anytime", "fixed"),
+                   help="anytime: valid however often it is re-checked (default); fixed: one "
+                        "comparison per window at level 95 %%")
+    p.add_argument("--margin", type=_unit,
+                   help="a drop counts only when its interval lies below -margin (0.05)")
+    p.add_argument("--detectable-drop", type=_unit,
+                   help="a window that cannot see a drop this large is insufficient (0.10)")
+    p.add_argument("--baseline", action="append", metavar="SLICE=SPEC",
+                   help="baseline of a slice ('*' for all): first:N, first:N@DAY, trailing:N, "
+                        "dates:DAY..DAY or index:VERSION (repeatable)")
+    p.add_argument("--alert-k", type=_positive, help="the cutoff k whose episodes alert")
+    p.add_argument("--alert-metrics",
+                   help="metrics whose episodes alert: mean_recall,pass_rate,full_coverage_rate")
     p.set_defaults(func=cmd_config)
 
     p = command(sub, "score", help="score context recall per request on every route in force")
@@ -350,10 +484,33 @@ def _step_commands(sub, command) -> None:
     p.add_argument("--gold-version", help="default: the last loaded")
     p.set_defaults(func=cmd_report)
 
+    p = command(sub, "drift", help="compare every window with its baseline (drift_events); "
+                                   "`drift rebaseline --slice S --from DAY` restarts a baseline")
+    p.add_argument("action", nargs="?", choices=("rebaseline",), help=argparse.SUPPRESS)
+    _window_args(p, "judge")
+    p.add_argument("--slice", help="with rebaseline: the slice ('*' for all slices)")
+    p.add_argument("--from", dest="since", help="with rebaseline: the first day of the new "
+                                                "baseline")
+    p.set_defaults(func=cmd_drift)
+
     p = command(sub, "export", help="write a table to .csv, .parquet or .jsonl")
     p.add_argument("table")
     p.add_argument("file")
     p.set_defaults(func=cmd_export)
+
+    p = command(sub, "alert", help="send the alerts of drift episodes that opened or resolved "
+                                   "(`alert test`: one test message per channel)")
+    p.add_argument("action", nargs="?", choices=("test",),
+                   help="test: send one test message per configured channel")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what would be sent; send and write nothing")
+    p.add_argument("--channels", metavar="FILE",
+                   help="TOML file with [webhook], [slack], [email] tables (default: the "
+                        "RECALLWATCH_WEBHOOK_*, RECALLWATCH_SLACK_WEBHOOK_URL and "
+                        "RECALLWATCH_SMTP_* environment variables)")
+    p.add_argument("--report", metavar="PATH_OR_URL", help="where the report is, quoted in "
+                                                           "every message")
+    p.set_defaults(func=cmd_alert)
 
 
 def _run_commands(sub, command) -> None:

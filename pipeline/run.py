@@ -1,7 +1,7 @@
 """Run: catch up. Every step for new data, in order — ingest the given files (unchanged files
 are skipped), score the day windows that pipeline.state finds stale, aggregate those days and
-every other stale day in every grain kept, and write the report. The CLI's `run` and `demo`
-and any scheduler call this."""
+every other stale day in every grain kept, judge drift, write the report and send the alerts
+due. The CLI's `run` and `demo` and any scheduler call this."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from pipeline import state
 from pipeline.aggregate import aggregate
 from pipeline.config import put_in_force, require_gold, resolve
+from pipeline.drift import DriftSummary, drift
 from pipeline.errors import RecallwatchError
 from pipeline.ingest import IngestSummary, ingest_gold, ingest_index, ingest_logs
 from pipeline.progress import Progress
@@ -23,13 +24,16 @@ class RunSummary:
     ingest: IngestSummary | None
     days_scored: tuple[datetime, ...]
     days_aggregated: tuple[datetime, ...]
+    drift: DriftSummary | None
     report: Path | None
+    alerts: object | None = None   # pipeline.alerts.AlertSummary when channels were given
 
 
 def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
         cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
-        report_dir: Path | None = None, progress: Progress | None = None) -> RunSummary:
+        report_dir: Path | None = None, progress: Progress | None = None,
+        alert_channels: list | None = None, now: datetime | None = None) -> RunSummary:
     """Bring the warehouse up to date and return what was done.
 
     Loads `gold` as `gold_version` (both or neither) and each (path, version) of `index`, then
@@ -37,8 +41,8 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
     force first: every day built with others becomes stale. Scores with `gold_version`, else
     the newest loaded gold set. Then rescores exactly the stale days (pipeline.state: new or
     changed requests, another gold set, other cutoffs or manifests, part-scored days),
-    re-aggregates them and every day with stale metrics in every grain kept, and writes the
-    report to `report_dir` when given.
+    re-aggregates them and every day with stale metrics in every grain kept, judges drift when
+    drift_events lags (pipeline.drift), and writes the report to `report_dir` when given.
 
     Idempotent: a second run over the same inputs rescores nothing and changes nothing."""
     if gold and not gold_version:
@@ -66,9 +70,18 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         for start, end in state.contiguous(sorted(stale)):
             aggregate(con, config, grain=grain, start=start, end=end, progress=progress)
         aggregated |= stale
+    judged = drift(con, config, progress=progress) if state.stale_drift(con, config) else None
     report = None
     if report_dir is not None:
         from pipeline.report import write_report
 
         report = write_report(con, report_dir, gold_version=config.gold_version)
-    return RunSummary(summary, tuple(days), tuple(sorted(aggregated)), report)
+    sent = None
+    if alert_channels:
+        from pipeline.alerts import send_alerts
+
+        if now is None:
+            raise TypeError("run needs now= to send alerts")
+        sent = send_alerts(con, config, alert_channels,
+                           report=str(report.resolve()) if report else None, now=now)
+    return RunSummary(summary, tuple(days), tuple(sorted(aggregated)), judged, report, sent)

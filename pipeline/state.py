@@ -3,11 +3,14 @@ was built with, and what becomes stale when a window changes.
 
 Steps run in order, each built from the rows of the one before it: `ingest` (requests) →
 `score` (request_scores, request_cutoffs, miss_causes per route and UTC day) → `aggregate`
-(window_metrics per grain). A step asks this module which windows to (re)build, records what it
-built a window with, and calls `invalidate` when it changed a day, which voids what the steps
-built on it hold for that day — each step's rows by that step's own SQL — so the next `run`
-rebuilds it. A later step (drift, alerts) joins by adding itself to STEPS with its own void
-SQL; nobody else deletes its rows.
+(window_metrics and window_sums per grain) → `drift` (drift_events, from the first changed day
+on, since baselines and the sequential test look back). Alerts record deliveries, which cannot
+be taken back: a changed episode is a new episode and gets its own messages.
+
+A step asks this module which windows to (re)build, records what it built a window with, and
+calls `invalidate` when it changed a day, which voids what the steps built on it hold for that
+day — each step's rows by that step's own SQL — so the next `run` rebuilds it. Nobody else
+deletes a step's rows.
 
 What is stale is found in the warehouse itself, whichever command left it so:
 - a day's scores on a route, when a log file (re)loaded or removed requests of it, when it has
@@ -15,8 +18,10 @@ What is stale is found in the warehouse itself, whichever command left it so:
   another gold set, other cutoffs or other index manifests than those in force, or only partly
   (sql/stale_score_days.sql, from `score_windows`, written by sql/record_scored_days.sql);
 - a day's metrics of a grain, when a window of it has scores but no metrics, was aggregated
-  with another pass mark, or before the rates' interval method was recorded
-  (sql/stale_metric_days.sql)."""
+  with another pass mark, or before the rates' interval method or the sufficient statistics
+  were recorded (sql/stale_metric_days.sql);
+- drift rows, when a window with metrics has none or they were judged with other drift
+  settings (`stale_drift`)."""
 
 from __future__ import annotations
 
@@ -45,6 +50,8 @@ STEPS = (
     Step("ingest", None, None),
     Step("score", "ingest", "void_scored_days"),
     Step("aggregate", "score", "clear_window_metrics"),
+    # a window's drift rows depend on every window before it: voiding reaches later days
+    Step("drift", "aggregate", "clear_drift_events"),
 )
 
 
@@ -200,3 +207,16 @@ def contiguous(days: list[datetime]) -> list[Window]:
         else:
             ranges.append((day, day + ONE_DAY))
     return ranges
+
+
+# ------------------------------------------------------------------------------------ drift
+
+def stale_drift(con, config: Config) -> bool:
+    """Whether drift_events lags window_metrics: a window of a grain kept has metrics but no
+    drift rows, or rows were judged with other drift settings than those in force."""
+    from pipeline.drift import built_with
+
+    if con.execute(sql("stale_drift"), {"grains": list(config.grains)}).fetchall():
+        return True
+    judged = con.execute("SELECT DISTINCT slice, built_with FROM drift_events").fetchall()
+    return any(text != built_with(config, config.baseline_for(name)) for name, text in judged)

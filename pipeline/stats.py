@@ -510,12 +510,34 @@ def newcombe_difference_interval(
     n1 = np.asarray(n1, dtype=float)
     x2 = np.asarray(x2, dtype=float)
     n2 = np.asarray(n2, dtype=float)
-    low1, high1 = wilson_interval(x1, n1, alpha)
-    low2, high2 = wilson_interval(x2, n2, alpha)
     # wilson_interval already puts NaN on invalid groups; the stand-ins only keep the
     # proportions warning-free there.
     p1 = np.where(n1 > 0, x1, 0.0) / np.where(n1 > 0, n1, 1.0)
     p2 = np.where(n2 > 0, x2, 0.0) / np.where(n2 > 0, n2, 1.0)
+    return hybrid_difference_interval(p1, wilson_interval(x1, n1, alpha),
+                                      p2, wilson_interval(x2, n2, alpha))
+
+
+def hybrid_difference_interval(
+    p1: ArrayLike, interval1: Interval, p2: ArrayLike, interval2: Interval
+) -> Interval:
+    """Newcombe's hybrid interval for ``p2 - p1`` from any interval of each proportion.
+
+    With ``[l_j, u_j]`` an interval for ``p_j`` at the wanted level::
+
+        low  = (p2 - p1) - sqrt((p2 - l2)^2 + (u1 - p1)^2)
+        high = (p2 - p1) + sqrt((u2 - p2)^2 + (p1 - l1)^2)
+
+    With Wilson intervals this is ``newcombe_difference_interval`` (Newcombe 1998, method 10);
+    with ``cluster_wilson_interval`` on sessions it is the same square-and-add on the
+    design-effect-adjusted intervals, the construction the MOVER family generalises (G. Y. Zou,
+    A. Donner (2008), "Construction of confidence limits about effect measures: a general
+    approach", Statistics in Medicine 27(10):1693-1702). NaN where either interval is NaN.
+    """
+    p1 = np.asarray(p1, dtype=float)
+    p2 = np.asarray(p2, dtype=float)
+    low1, high1 = (np.asarray(b, dtype=float) for b in interval1)
+    low2, high2 = (np.asarray(b, dtype=float) for b in interval2)
     delta = p2 - p1
     low = delta - np.sqrt((p2 - low2) ** 2 + (high1 - p1) ** 2)
     high = delta + np.sqrt((high2 - p2) ** 2 + (p1 - low1) ** 2)
@@ -680,3 +702,160 @@ def betting_confidence_sequence(
     low = np.maximum.accumulate(low, axis=-1)
     high = np.minimum.accumulate(high, axis=-1)
     return Interval(low, high)
+
+
+# --- drift: e-values, the change detector's pieces, and many slices at once ----------------------
+
+
+def bernstein_psi(lam: ArrayLike) -> np.ndarray:
+    """``psi(lam) = -log(1 - lam) - lam`` for ``lam`` in ``[0, 1)``: the variance price of a bet.
+
+    Source: X. Fan, I. Grama, Q. Liu (2015), "Exponential inequalities for martingales with
+    applications", Electron. J. Probab. 20(1):1-22, Lemma 4.1: for ``xi >= -1`` and ``lam`` in
+    ``[0, 1)``, ``exp(lam xi - psi(lam) xi^2) <= 1 + lam xi``.
+    """
+    lam = np.asarray(lam, dtype=float)
+    return -np.log1p(-lam) - lam
+
+
+def bernstein_log_evalue(
+    boundary: ArrayLike, count: ArrayLike, mean_sum: ArrayLike, mean_sq: ArrayLike,
+    lam: ArrayLike, side: str,
+) -> np.ndarray:
+    """Log of an empirical-Bernstein e-value from one window of session means in ``[0, 1]``.
+
+    The window holds ``count`` independent units (sessions) with means ``x_g`` in ``[0, 1]``,
+    given by ``mean_sum = sum x_g`` and ``mean_sq = sum x_g^2``. ``side="drop"`` tests ``H0:
+    mean >= c`` with ``xi_g = c - x_g``; ``side="rise"`` tests ``H0: mean <= c`` with ``xi_g =
+    x_g - c``, for ``c = boundary`` clipped to ``[0, 1]`` (a bound outside it only makes the
+    test conservative). Both ``xi_g >= -1``, so Fan et al.'s inequality (``bernstein_psi``)
+    and independence give, under H0 and for ``lam`` in ``[0, 1)`` fixed before the window::
+
+        E prod_g exp(lam xi_g - psi(lam) xi_g^2) <= prod_g (1 + lam E xi_g) <= 1
+        log e = lam sum_g xi_g - psi(lam) sum_g xi_g^2
+              = lam s (G c - A) - psi(lam) (G c^2 - 2 c A + B)      (s = +1 drop, -1 rise)
+
+    with ``A = mean_sum``, ``B = mean_sq``, ``G = count``: an e-value for H0 from three sums,
+    so no request has to be read again. This is the per-observation factor of the empirical
+    Bernstein confidence sequences of S. R. Howard, A. Ramdas, J. McAuliffe, J. Sekhon (2021),
+    "Time-uniform, nonparametric, nonasymptotic confidence sequences", Ann. Statist.
+    49(2):1055-1080, and of I. Waudby-Smith, A. Ramdas (2023), Section 3 (there with the
+    centring ``x_g - mu_hat``), with one bet for the whole window. Arguments broadcast; a
+    window with ``count = 0`` gives 0 (an e-value of 1).
+    """
+    if side not in ("drop", "rise"):
+        raise ValueError(f"side must be 'drop' or 'rise', got {side!r}")
+    c = np.clip(np.asarray(boundary, dtype=float), 0.0, 1.0)
+    count = np.asarray(count, dtype=float)
+    mean_sum = np.asarray(mean_sum, dtype=float)
+    lam = np.asarray(lam, dtype=float)
+    if np.any((lam < 0) | (lam >= 1)):
+        raise ValueError("lam must lie in [0, 1)")
+    sign = 1.0 if side == "drop" else -1.0
+    linear = sign * (count * c - mean_sum)
+    quadratic = np.maximum(count * c * c - 2.0 * c * mean_sum + np.asarray(mean_sq, dtype=float),
+                           0.0)
+    return lam * linear - bernstein_psi(lam) * quadratic
+
+
+def bernstein_bet(target: ArrayLike, var: ArrayLike, cap: float = 0.9) -> np.ndarray:
+    """The bet that makes ``bernstein_log_evalue`` grow fastest when the units' mean lies
+    ``target`` beyond the boundary with spread ``var``: per unit, ``lam u - psi(lam) (var +
+    u^2)`` is largest where ``psi'(lam) = lam / (1 - lam) = r``, ``r = target / (var +
+    target^2)``, i.e. ``lam = r / (1 + r)``; capped at ``cap`` (< 1). Any bet fixed before the
+    window keeps the e-value valid; this one only sizes it to the shift worth detecting."""
+    target = np.maximum(np.asarray(target, dtype=float), 0.0)
+    var = np.maximum(np.asarray(var, dtype=float), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = target / (var + target * target)
+    ratio = np.where(np.isnan(ratio), 0.0, ratio)
+    return np.clip(ratio / (1.0 + ratio), 0.0, cap)
+
+
+def change_weight(t: ArrayLike) -> np.ndarray:
+    """Prior weight ``w_j = 1 / (j (j + 1))`` of a change starting at window ``j >= 1``; the
+    weights sum to 1, and ``sum_{j > t} w_j = 1 / (t + 1)``."""
+    t = np.asarray(t, dtype=float)
+    return 1.0 / (t * (t + 1.0))
+
+
+def mixture_update(log_s: ArrayLike, log_e: ArrayLike, t: ArrayLike) -> tuple[np.ndarray,
+                                                                             np.ndarray]:
+    """One step of the change detector ``M_t = sum_j w_j prod_{i=j..t} e_i + 1 / (t + 1)``.
+
+    ``log_s`` is ``log S_{t-1}`` (``-inf`` at the start), ``log_e`` the window's log e-value
+    and ``t >= 1`` the window's place since the detector (re)started. Returns ``(log S_t, log
+    M_t)`` with ``S_t = e_t (S_{t-1} + w_t)``.
+
+    Guarantee: if every ``e_i`` has conditional expectation at most 1 given the past under H0
+    (``bernstein_log_evalue`` with a bet fixed before window ``i``), each ``prod_{i=j..t}
+    e_i`` (1 before ``j``) is a nonnegative supermartingale, and so is their ``w``-mixture
+    ``M_t``, which starts at ``sum_j w_j = 1``. Ville's inequality gives ``P(exists t: M_t >=
+    1/a) <= a`` over unlimited windows: a false alarm at level ``a`` however often the test is
+    re-checked, while a change starting at window ``j`` only has to overcome ``log(1/w_j) = log
+    j(j+1)`` on top of ``log(1/a)``. This is the mixture form of the e-detectors of J. Shin,
+    A. Ramdas, A. Rinaldo (2024), "E-detectors: a nonparametric framework for sequential change
+    detection", New England J. Statist. Data Sci. 2(2):229-260, where the Shiryaev-Roberts
+    and CUSUM forms instead bound the average run length. Restarting (``log_s = -inf`` at a new
+    ``t``) keeps the guarantee, since the remaining weights sum to less than 1.
+    """
+    log_s = np.asarray(log_s, dtype=float)
+    t = np.asarray(t, dtype=float)
+    log_s = np.asarray(log_e, dtype=float) + np.logaddexp(log_s, np.log(change_weight(t)))
+    return log_s, np.logaddexp(log_s, -np.log1p(t))
+
+
+def bernstein_shift_needed(
+    lam: ArrayLike, var: ArrayLike, count: ArrayLike, log_level: ArrayLike
+) -> np.ndarray:
+    """The smallest mean shift ``u`` beyond the boundary at which one window's
+    ``bernstein_log_evalue`` reaches ``log_level``, when its ``count`` unit means have spread
+    ``var`` around their mean: the smaller root of ``G (lam u - psi (var + u^2)) = log_level``.
+    NaN where no shift reaches it with this bet (the window is too small)."""
+    lam = np.asarray(lam, dtype=float)
+    psi = bernstein_psi(lam)
+    count = np.asarray(count, dtype=float)
+    var = np.maximum(np.asarray(var, dtype=float), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        constant = psi * var + np.asarray(log_level, dtype=float) / count
+        disc = lam * lam - 4.0 * psi * constant
+        root = (lam - np.sqrt(np.where(disc >= 0, disc, np.nan))) / (2.0 * psi)
+    return np.where((count > 0) & (lam > 0) & (disc >= 0), root, np.nan)
+
+
+def benjamini_hochberg(p: ArrayLike, level: float) -> np.ndarray:
+    """Which hypotheses the Benjamini-Hochberg step-up procedure rejects at false discovery
+    rate ``level``: all with ``p <= level k* / m``, ``k* = max{k : p_(k) <= level k / m}``.
+    NaN p-values are neither counted nor rejected. Source: Y. Benjamini, Y. Hochberg (1995),
+    J. R. Stat. Soc. B 57(1):289-300. Equal to ``statsmodels.stats.multitest.multipletests(p,
+    level, method="fdr_bh")[0]``. Valid for independent or positively dependent p-values."""
+    p = np.asarray(p, dtype=float)
+    ok = ~np.isnan(p)
+    m = int(ok.sum())
+    reject = np.zeros(p.shape, dtype=bool)
+    if m == 0:
+        return reject
+    ranked = np.sort(p[ok])
+    passing = np.nonzero(ranked <= level * np.arange(1, m + 1) / m)[0]
+    if passing.size:
+        reject = ok & (p <= ranked[passing[-1]])
+    return reject
+
+
+def e_benjamini_hochberg(e: ArrayLike, level: float) -> np.ndarray:
+    """Which hypotheses the e-BH procedure rejects at false discovery rate ``level``: the
+    ``k*`` largest e-values, ``k* = max{k : e_(k) >= m / (level k)}`` (``e_(1)`` the largest).
+    NaN e-values are neither counted nor rejected. Source: R. Wang, A. Ramdas (2022), "False
+    discovery rate control with e-values", J. R. Stat. Soc. B 84(3):822-852; valid under any
+    dependence between the e-values."""
+    e = np.asarray(e, dtype=float)
+    ok = ~np.isnan(e)
+    m = int(ok.sum())
+    reject = np.zeros(e.shape, dtype=bool)
+    if m == 0:
+        return reject
+    ranked = np.sort(e[ok])[::-1]
+    passing = np.nonzero(ranked >= m / (level * np.arange(1, m + 1)))[0]
+    if passing.size:
+        reject = ok & (e >= ranked[passing[-1]])
+    return reject

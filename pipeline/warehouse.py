@@ -23,10 +23,11 @@ DEFAULT_MEMORY_LIMIT = "2GB"
 # Bumped whenever stored rows change meaning (e.g. how places in a ranking are counted).
 FORMAT = 1
 
-PUBLIC_TABLES = ("request_scores", "recall_at_k", "window_metrics", "quarantine", "miss_causes")
+PUBLIC_TABLES = ("request_scores", "recall_at_k", "window_metrics", "quarantine", "miss_causes",
+                 "drift_events", "alerts")
 INTERNAL_TABLES = (
     "requests", "request_copies", "request_cutoffs", "goldens", "gold_versions", "index_chunks",
-    "ingest_files", "settings", "score_windows",
+    "ingest_files", "settings", "score_windows", "window_sums",
 )
 _IDENTIFIERS = frozenset(PUBLIC_TABLES + INTERNAL_TABLES)
 _PLAIN_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")

@@ -1,7 +1,7 @@
 -- schema: every table of the warehouse, created if missing.
 -- Grain is given per table. Timestamps are UTC, stored as TIMESTAMP (no zone).
 -- Public tables (documented in README): request_scores, recall_at_k, window_metrics,
--- quarantine, miss_causes. The others are internal and may change.
+-- quarantine, miss_causes, drift_events, alerts. The others are internal and may change.
 
 -- One row per input file (and version, for gold sets and manifests) ever ingested; a file
 -- whose content hash and options are unchanged is skipped.
@@ -172,6 +172,90 @@ CREATE TABLE IF NOT EXISTS window_metrics (
 -- Added after the first warehouses were written: their rows get NULL and are re-aggregated by
 -- the next run (pipeline.state finds them stale).
 ALTER TABLE window_metrics ADD COLUMN IF NOT EXISTS rate_ci_method VARCHAR;
+
+-- The sufficient statistics behind each window_metrics row, kept for the drift step: pooling
+-- baseline windows and the drift tests need sums, not intervals. Written and voided with
+-- window_metrics (same key). Cluster sums are per session (a request without one is its own
+-- cluster); *_mean_sum / *_mean_sq sum each session's mean and its square.
+CREATE TABLE IF NOT EXISTS window_sums (
+    window_start       TIMESTAMP NOT NULL,
+    grain              VARCHAR   NOT NULL,
+    slice              VARCHAR   NOT NULL,
+    route              VARCHAR   NOT NULL,
+    k                  INTEGER   NOT NULL,
+    gold_version       VARCHAR   NOT NULL,
+    n                  BIGINT    NOT NULL,
+    n_clusters         BIGINT    NOT NULL,
+    any_session        BOOLEAN   NOT NULL,
+    recall_sum         DOUBLE    NOT NULL,
+    recall_cluster_sq  DOUBLE    NOT NULL,
+    recall_cluster_cross DOUBLE  NOT NULL,
+    size_sq            DOUBLE    NOT NULL,
+    recall_mean_sum    DOUBLE    NOT NULL,
+    recall_mean_sq     DOUBLE    NOT NULL,
+    pass_sum           DOUBLE    NOT NULL,
+    pass_cluster_sq    DOUBLE    NOT NULL,
+    pass_cluster_cross DOUBLE    NOT NULL,
+    pass_mean_sum      DOUBLE    NOT NULL,
+    pass_mean_sq       DOUBLE    NOT NULL,
+    full_sum           DOUBLE    NOT NULL,
+    full_cluster_sq    DOUBLE    NOT NULL,
+    full_cluster_cross DOUBLE    NOT NULL,
+    full_mean_sum      DOUBLE    NOT NULL,
+    full_mean_sq       DOUBLE    NOT NULL
+);
+
+-- Public. One row per window x slice x route x cutoff k x gold version x metric with a
+-- baseline to compare with: the window's value, its baseline's, the interval of the
+-- difference (window - baseline), the decision and the episode it belongs to. Written by the
+-- drift step (pipeline/drift.py); voided from the first re-aggregated day onward, since a
+-- window's baseline and the sequential test depend on the windows before it.
+CREATE TABLE IF NOT EXISTS drift_events (
+    window_start   TIMESTAMP NOT NULL,
+    window_end     TIMESTAMP NOT NULL,
+    grain          VARCHAR   NOT NULL,
+    slice          VARCHAR   NOT NULL,
+    route          VARCHAR   NOT NULL,
+    k              INTEGER   NOT NULL,
+    gold_version   VARCHAR   NOT NULL,
+    metric         VARCHAR   NOT NULL,   -- mean_recall | pass_rate | full_coverage_rate
+    index_version  VARCHAR,              -- the newest index version serving the window
+    change_point   BOOLEAN   NOT NULL,   -- the first window of a new index version
+    n              BIGINT    NOT NULL,   -- scored requests in the window
+    baseline_start TIMESTAMP,
+    baseline_end   TIMESTAMP,
+    baseline_n     BIGINT,
+    value          DOUBLE,
+    baseline_value DOUBLE,
+    delta          DOUBLE,               -- value - baseline_value
+    delta_low      DOUBLE,
+    delta_high     DOUBLE,
+    margin         DOUBLE    NOT NULL,   -- delta: a drop counts only below -margin
+    method         VARCHAR   NOT NULL,
+    evidence       DOUBLE,               -- e-value (anytime) or p-value (fixed) of the decision
+    decision       VARCHAR   NOT NULL,   -- drop | rise | stable | insufficient | baseline
+    state          VARCHAR   NOT NULL,   -- opened | ongoing | resolved | none
+    episode_id     VARCHAR,
+    min_detectable_delta DOUBLE,         -- the smallest drop detected with 80 % power
+    n_needed       BIGINT,               -- requests a window would need to detect detectable_drop
+    built_with     VARCHAR   NOT NULL    -- the drift settings the row was computed with
+);
+
+-- One row per alert message and channel: an episode's opening or resolution, delivered or
+-- not. Channel names only: URLs, tokens and passwords are never stored.
+CREATE TABLE IF NOT EXISTS alerts (
+    episode_id   VARCHAR   NOT NULL,
+    event        VARCHAR   NOT NULL,   -- opened | resolved
+    channel      VARCHAR   NOT NULL,   -- webhook | slack | email
+    status       VARCHAR   NOT NULL,   -- sent | failed
+    attempts     INTEGER   NOT NULL,
+    last_error   VARCHAR,              -- why the last attempt failed, without secrets
+    first_tried  TIMESTAMP NOT NULL,
+    last_tried   TIMESTAMP NOT NULL,
+    slice        VARCHAR   NOT NULL,
+    metric       VARCHAR   NOT NULL,
+    window_start TIMESTAMP NOT NULL    -- the window whose drift row holds the event
+);
 
 -- The configuration in force: cutoffs and pass mark (set by the last score/aggregate that was
 -- given them), and the warehouse format. Steps default to it.

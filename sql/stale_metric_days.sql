@@ -2,12 +2,18 @@
 -- (pipeline.state): a window of the day has scores on the route but no metrics (scoring a day
 -- invalidates its metrics; an aggregation may have covered only part of the day), or the day
 -- was aggregated with another pass mark than the one in force, or before the rates' interval
--- method was recorded.
+-- method was recorded or its sufficient statistics kept (window_sums).
 -- Grain: one row per day. Parameters: $grain, $pass_mark, $route.
 
 SELECT DISTINCT date_trunc('day', window_start) AS day
 FROM window_metrics
 WHERE grain = $grain AND (pass_mark <> $pass_mark OR rate_ci_method IS NULL)
+UNION
+SELECT DISTINCT date_trunc('day', m.window_start) FROM window_metrics m
+WHERE m.grain = $grain AND m.route = $route
+  AND NOT EXISTS (
+      SELECT 1 FROM window_sums w
+      WHERE w.grain = m.grain AND w.route = m.route AND w.window_start = m.window_start)
 UNION
 SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s
 WHERE s.route = $route

@@ -57,7 +57,14 @@ cluster_sums AS (
            sum(pass_g * pass_g) AS pass_cluster_sq,
            sum(pass_g * n_g) AS pass_cluster_cross,
            sum(full_g * full_g) AS full_cluster_sq,
-           sum(full_g * n_g) AS full_cluster_cross
+           sum(full_g * n_g) AS full_cluster_cross,
+           -- each session's mean and its square, for the drift step's per-session tests
+           sum(s_g / n_g) AS recall_mean_sum,
+           sum((s_g / n_g) ** 2) AS recall_mean_sq,
+           sum(pass_g / n_g) AS pass_mean_sum,
+           sum((pass_g / n_g) ** 2) AS pass_mean_sq,
+           sum(full_g / n_g) AS full_mean_sum,
+           sum((full_g / n_g) ** 2) AS full_mean_sq
     FROM clusters
     GROUP BY ALL
 ),
@@ -65,6 +72,7 @@ moments AS (
     SELECT window_start, slice, route, gold_version, k,
            count(*) AS n,
            avg(recall) AS mean_recall,
+           sum(recall) AS recall_sum,
            coalesce(var_samp(recall), 0) AS var_recall,
            avg(precision) AS mean_precision,
            count(*) FILTER (WHERE recall >= $pass_mark) AS n_pass,
@@ -76,7 +84,9 @@ moments AS (
     GROUP BY ALL
 )
 SELECT m.*, c.n_clusters, c.sum_cluster_sq, c.sum_cluster_cross, c.sum_size_sq,
-       c.pass_cluster_sq, c.pass_cluster_cross, c.full_cluster_sq, c.full_cluster_cross
+       c.pass_cluster_sq, c.pass_cluster_cross, c.full_cluster_sq, c.full_cluster_cross,
+       c.recall_mean_sum, c.recall_mean_sq, c.pass_mean_sum, c.pass_mean_sq, c.full_mean_sum,
+       c.full_mean_sq
 FROM moments m
 JOIN cluster_sums c USING (window_start, slice, route, gold_version, k);
 
@@ -97,12 +107,13 @@ WITH empty AS (
 SELECT
     e.window_start, e.slice, e.route, e.gold_version,
     unnest($cutoffs::INTEGER[]) AS k,
-    0 AS n, 0.0 AS var_recall, 0 AS n_pass, 0 AS n_full, false AS any_session,
+    0 AS n, 0.0 AS recall_sum, 0.0 AS var_recall, 0 AS n_pass, 0 AS n_full, false AS any_session,
     list(DISTINCT a.index_version ORDER BY a.index_version) AS index_versions,
     max(a.index_size) AS max_index_size,
     0 AS n_clusters, 0.0 AS sum_cluster_sq, 0.0 AS sum_cluster_cross, 0 AS sum_size_sq,
     0 AS pass_cluster_sq, 0 AS pass_cluster_cross, 0 AS full_cluster_sq,
-    0 AS full_cluster_cross
+    0 AS full_cluster_cross, 0.0 AS recall_mean_sum, 0.0 AS recall_mean_sq,
+    0.0 AS pass_mean_sum, 0.0 AS pass_mean_sq, 0.0 AS full_mean_sum, 0.0 AS full_mean_sq
 FROM empty e
 JOIN agg_requests a USING (window_start, slice)
 GROUP BY e.window_start, e.slice, e.route, e.gold_version;

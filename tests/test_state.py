@@ -79,7 +79,8 @@ def test_contiguous_days_become_ranges():
 def test_each_step_is_built_on_the_one_before():
     assert [s.name for s in dependents("ingest")] == ["score"]
     assert [s.name for s in dependents("score")] == ["aggregate"]
-    assert dependents("aggregate") == []
+    assert [s.name for s in dependents("aggregate")] == ["drift"]
+    assert dependents("drift") == []
 
 
 def test_invalidating_clears_only_the_given_days_and_route(con, tmp_path):

@@ -377,3 +377,172 @@ def stacked_bars(rows: list[tuple[str, list[tuple[float, str, str]], str]],
             x += width
         chart.add("text", text, x=x1 + 10, y=y + row_h / 2 + 4, class_="bar-value")
     return chart
+
+
+# ---------------------------------------------------------------------------------------------
+# Drift: daily values against their baseline, and a scatter of a value against a count
+
+DROP_COLOR = "#c0392b"
+RISE_COLOR = "#2e8b57"
+STABLE_COLOR = "#9ca3af"
+BASELINE_COLOR = "#374151"
+# Fill and stroke of a window's point per drift decision; an insufficient window is hollow.
+DECISION_STYLES = {
+    "drop": (DROP_COLOR, "#ffffff"),
+    "rise": (RISE_COLOR, "#ffffff"),
+    "stable": (STABLE_COLOR, "#ffffff"),
+    "insufficient": ("#ffffff", STABLE_COLOR),
+    "baseline": (MEAN_COLOR, "#ffffff"),
+}
+EPISODE_COLORS = {"drop": DROP_COLOR, "rise": RISE_COLOR}
+EPISODE_OPACITY = 0.12
+
+
+@dataclass
+class Episode:
+    """A shaded stretch of a drift timeline: from the day it opened to the day it resolved
+    (None while open), in the colour of its direction (drop | rise)."""
+    start: date
+    end: date | None
+    direction: str
+    tip: str
+
+
+def drift_timeline(days: list[date], panel: Panel, baseline: list[float | None],
+                   margin: list[float | None], decisions: list[str], episodes: list[Episode],
+                   markers: list[tuple[date, str, str]], label: str) -> Chart:
+    """One panel of daily values against their baseline over a day axis.
+
+    panel.series holds the window values; its low/high are the interval of the difference
+    placed at the baseline (baseline + delta_low, baseline + delta_high), drawn as whiskers, so
+    a drop is a whisker wholly below the band baseline ± margin and a rise one wholly above.
+    The baseline is a dashed step per day. Points take the colour of their decision
+    (DECISION_STYLES; insufficient is hollow); windows that form a baseline are also marked
+    along the bottom. Episodes are shaded from the start of the day they opened to the start of
+    the day they resolved (to the right edge while open). Markers as in `timeline`.
+    """
+    chart = Chart(WIDTH, 0, label)
+    entries = [
+        ("drop", DROP_COLOR), ("rise", RISE_COLOR), ("stable", STABLE_COLOR),
+        ("insufficient (hollow)", STABLE_COLOR), ("baseline window", MEAN_COLOR),
+        ("baseline (dashed) ± margin", BASELINE_COLOR), ("drop episode (shaded)", "#f3d5d1"),
+    ]
+    header = 26
+    top = 8 + 18 * legend(chart, LEFT, 14, entries)
+    y_top, y_bottom = top + header, top + header + panel.height
+    chart.height = int(y_bottom + 44 + 8)
+    x_of = _day_scale(days, LEFT, WIDTH - RIGHT)
+    half = x_of(days[0]) - LEFT  # half a day's slot
+    y_of = _value_scale(panel.domain, y_top, y_bottom)
+
+    for episode in episodes:
+        x0 = max(LEFT, x_of(episode.start) - half)
+        x1 = WIDTH - RIGHT if episode.end is None else min(WIDTH - RIGHT, x_of(episode.end) - half)
+        chart.add("rect", title=episode.tip, x=x0, y=y_top, width=max(1.0, x1 - x0),
+                  height=panel.height, fill=EPISODE_COLORS.get(episode.direction, MARK_COLOR),
+                  fill_opacity=EPISODE_OPACITY, class_="episode")
+    tick_days = _tick_days(days)
+    # Title, grid and axes of an ordinary timeline panel; the layers below are drift's own.
+    bare = Series(panel.series.label, panel.series.color, [None] * len(days))
+    _timeline_panel(chart, Panel(panel.title, bare, panel.domain, panel.tick_format,
+                                 panel.height), days, tick_days, x_of, top, header)
+
+    # Baseline and margin band are steps, one level per day's slot: each window has its own.
+    banded = [b is not None and m is not None for b, m in zip(baseline, margin, strict=True)]
+    for run in day_runs(days, banded):
+        upper = [f"{x_of(days[i]) + dx:.1f},{y_of(baseline[i] + margin[i]):.1f}"
+                 for i in run for dx in (-half, half)]
+        lower = [f"{x_of(days[i]) + dx:.1f},{y_of(baseline[i] - margin[i]):.1f}"
+                 for i in reversed(run) for dx in (half, -half)]
+        chart.add("path", d="M" + " L".join(upper + lower) + " Z", fill=BASELINE_COLOR,
+                  fill_opacity=0.15, stroke="none", class_="margin-band")
+    for run in day_runs(days, [b is not None for b in baseline]):
+        steps = [f"{x_of(days[i]) + dx:.1f},{y_of(baseline[i]):.1f}"
+                 for i in run for dx in (-half, half)]
+        chart.add("path", d="M" + " L".join(steps), fill="none", stroke=BASELINE_COLOR,
+                  stroke_width=1.5, stroke_dasharray="3 3", class_="baseline")
+    for run in day_runs(days, [d == "baseline" for d in decisions]):
+        first, last = days[run[0]], days[run[-1]]
+        chart.add("rect", title=f"baseline windows {first} – {last}", x=x_of(first) - half,
+                  y=y_bottom - 5, width=x_of(last) - x_of(first) + 2 * half, height=5,
+                  fill=MEAN_COLOR, fill_opacity=0.5, class_="baseline-windows")
+
+    s = panel.series
+    for run in day_runs(days, [v is not None for v in s.values]):
+        if len(run) > 1:
+            points = [f"{x_of(days[i]):.1f},{y_of(s.values[i]):.1f}" for i in run]
+            chart.add("path", d="M" + " L".join(points), fill="none", stroke=s.color,
+                      stroke_width=1.5, stroke_linejoin="round")
+    for i, v in enumerate(s.values):
+        if v is None:
+            continue
+        fill, stroke = DECISION_STYLES.get(decisions[i], (MARK_COLOR, "#ffffff"))
+        if s.low is not None and s.high is not None and s.low[i] is not None \
+                and s.high[i] is not None:
+            chart.add("line", x1=x_of(days[i]), x2=x_of(days[i]), y1=y_of(s.low[i]),
+                      y2=y_of(s.high[i]), stroke=stroke if fill == "#ffffff" else fill,
+                      stroke_width=1.5, class_="whisker")
+        css = f"decision-{decisions[i]}" if decisions[i] in DECISION_STYLES else "decision"
+        chart.add("circle", title=s.tips[i] if s.tips else None, cx=x_of(days[i]),
+                  cy=y_of(v), r=4.5, fill=fill, stroke=stroke, stroke_width=1.5, class_=css)
+    _timeline_markers(chart, markers, x_of, y_top, y_bottom)
+    _day_axis(chart, days, tick_days, x_of, y_bottom)
+    return chart
+
+
+@dataclass
+class Point:
+    x: float
+    y: float
+    low: float | None = None
+    high: float | None = None
+    tip: str | None = None
+
+
+def scatter_chart(groups: list[tuple[str, str, list[Point]]], title: str, x_title: str,
+                  x_format: Callable[[float], str], label: str) -> Chart:
+    """Points of (label, colour, points) groups under a legend of the groups: y on a proportion
+    axis (`unit_domain`) with whiskers [low, high], x on a count axis (`size_domain`); the
+    points of a group are joined in x order by a thin line."""
+    plot_h, axis = 260, 44
+    chart = Chart(WIDTH, 0, label)
+    x0, x1 = LEFT, WIDTH - RIGHT
+    chart.add("text", title, x=x0, y=22, class_="panel-title")
+    rows = legend(chart, x0, 44, [(name, color) for name, color, _ in groups])
+    y_top = 44 + 18 * rows
+    y_bottom = y_top + plot_h
+    chart.height = int(y_bottom + axis + 8)
+    points = [p for _, _, group in groups for p in group]
+    x_lo, x_hi = size_domain([p.x for p in points])
+    ys = [p.y for p in points] + [v for p in points for v in (p.low, p.high) if v is not None]
+    y_of = _value_scale(unit_domain(ys), y_top, y_bottom)
+
+    def x_of(x: float) -> float:
+        return x0 + (x - x_lo) / (x_hi - x_lo) * (x1 - x0)
+
+    y_lo, y_hi = unit_domain(ys)
+    for tick in nice_ticks(y_lo, y_hi, 6):
+        chart.add("line", x1=x0, x2=x1, y1=y_of(tick), y2=y_of(tick), stroke=GRID_COLOR)
+        chart.add("text", f2(tick), x=x0 - 8, y=y_of(tick) + 4, text_anchor="end",
+                  class_="tick")
+    for tick in nice_ticks(x_lo, x_hi, 6):
+        chart.add("line", x1=x_of(tick), x2=x_of(tick), y1=y_top, y2=y_bottom, stroke=GRID_COLOR)
+        chart.add("text", x_format(tick), x=x_of(tick), y=y_bottom + 18, text_anchor="middle",
+                  class_="tick")
+    chart.add("line", x1=x0, x2=x1, y1=y_bottom, y2=y_bottom, stroke=AXIS_COLOR)
+    chart.add("line", x1=x0, x2=x0, y1=y_top, y2=y_bottom, stroke=AXIS_COLOR)
+    for _, color, group in groups:
+        ordered = sorted(group, key=lambda p: p.x)
+        if len(ordered) > 1:
+            chart.add("path", d="M" + " L".join(f"{x_of(p.x):.1f},{y_of(p.y):.1f}"
+                                                for p in ordered),
+                      fill="none", stroke=color, stroke_width=1, stroke_opacity=0.5)
+        for p in ordered:
+            if p.low is not None and p.high is not None:
+                chart.add("line", x1=x_of(p.x), x2=x_of(p.x), y1=y_of(p.low), y2=y_of(p.high),
+                          stroke=color, stroke_width=1.5, stroke_opacity=0.6)
+            chart.add("circle", title=p.tip, cx=x_of(p.x), cy=y_of(p.y), r=4.5, fill=color,
+                      stroke="#ffffff", stroke_width=1, class_="point")
+    chart.add("text", x_title, x=(x0 + x1) / 2, y=y_bottom + 38, text_anchor="middle",
+              class_="axis-title")
+    return chart

@@ -33,6 +33,7 @@ from pipeline.report.charts import (
     timeline,
     unit_domain,
 )
+from pipeline.report.drift import drift_section
 from pipeline.report.formats import compact, count, f2, f3, interval
 from pipeline.report.reads import rows, scalar
 from pipeline.report.scope import Scope
@@ -59,6 +60,7 @@ def build_sections(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict:
         "misses": miss_section(con, scope, summary),
         "worst": worst_section(con, scope, summary),
         "latest": latest_section(con, scope),
+        "drift": drift_section(con, scope, daily, summary["served_k_text"]),
     }
 
 

@@ -1,0 +1,570 @@
+"""Alerts: one message when a drift episode opens and one when it resolves, on every configured
+channel (a generic JSON webhook, a Slack incoming webhook, email over SMTP).
+
+The drift step marks an episode's first window `opened` and the first window after it
+`resolved` in `drift_events`; this module turns those rows (daily windows, the alert cutoff
+and metrics of the configuration) into messages that quote the value with its interval, the
+baseline, the difference with its interval, the margin δ, k, route, gold version and n. The
+`alerts` table records, per episode, event and channel, whether the message was delivered:
+a sent one is never sent again, a failed one is retried (with backoff) by the next call, and a
+failure never raises nor touches `drift_events`. Channel settings come from the environment
+or a TOML file; URLs, tokens and passwords are never printed, logged or stored."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import math
+import os
+import re
+import smtplib
+import socket
+import ssl
+import time
+import tomllib
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from email.message import EmailMessage
+from email.utils import format_datetime
+from pathlib import Path
+
+from pipeline.config import DEFAULT_ALPHA, Config
+from pipeline.errors import RecallwatchError
+from pipeline.warehouse import run_script, sql, transaction
+
+log = logging.getLogger(__name__)
+
+CHANNEL_NAMES = ("webhook", "slack", "email")
+EVENTS = ("opened", "resolved")
+SIGNATURE_HEADER = "X-Recallwatch-Signature"
+
+# Every setting of every channel, with the environment variable that gives it; a channels file
+# uses the same keys in tables of the same names.
+ENVIRONMENT = {
+    ("webhook", "url"): "RECALLWATCH_WEBHOOK_URL",
+    ("webhook", "secret"): "RECALLWATCH_WEBHOOK_SECRET",
+    ("slack", "url"): "RECALLWATCH_SLACK_WEBHOOK_URL",
+    ("email", "host"): "RECALLWATCH_SMTP_HOST",
+    ("email", "port"): "RECALLWATCH_SMTP_PORT",
+    ("email", "user"): "RECALLWATCH_SMTP_USER",
+    ("email", "password"): "RECALLWATCH_SMTP_PASSWORD",
+    ("email", "from"): "RECALLWATCH_SMTP_FROM",
+    ("email", "to"): "RECALLWATCH_SMTP_TO",
+    ("email", "starttls"): "RECALLWATCH_SMTP_STARTTLS",
+}
+_REQUIRED = {"webhook": ("url",), "slack": ("url",), "email": ("host", "from", "to")}
+SMTP_PORT, SMTP_STARTTLS_PORT = 25, 587
+
+NO_CHANNELS = (
+    "no alert channel is configured: set RECALLWATCH_WEBHOOK_URL (and optionally "
+    "RECALLWATCH_WEBHOOK_SECRET), RECALLWATCH_SLACK_WEBHOOK_URL, or RECALLWATCH_SMTP_HOST with "
+    "RECALLWATCH_SMTP_FROM and RECALLWATCH_SMTP_TO, or pass --channels FILE (a TOML file with "
+    "[webhook], [slack] or [email] tables).")
+
+
+# ---------------------------------------------------------------------------------- channels
+
+@dataclass(frozen=True, repr=False)
+class Channel:
+    """Where alerts go. `name` is webhook, slack or email; webhook and slack use `url` (and the
+    webhook an optional HMAC `secret`), email the SMTP settings. The repr shows no URL,
+    secret or password."""
+
+    name: str
+    url: str | None = None
+    secret: str | None = None
+    host: str | None = None
+    port: int | None = None
+    user: str | None = None
+    password: str | None = None
+    sender: str | None = None
+    recipients: tuple[str, ...] = ()
+    starttls: bool = False
+
+    def __repr__(self) -> str:
+        if self.name == "email":
+            tls = ", starttls" if self.starttls else ""
+            return f"Channel(email, {len(self.recipients)} recipient(s){tls})"
+        return f"Channel({self.name}{', signed' if self.secret else ''})"
+
+    __str__ = __repr__
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The strings that must never leave the process: URLs (their path and query hold
+        tokens), the webhook secret, the SMTP password."""
+        found = [self.secret, self.password]
+        if self.url:
+            parts = urllib.parse.urlsplit(self.url)
+            found += [self.url, parts.query]
+            if parts.path not in ("", "/"):
+                found.append(parts.path)
+        return tuple(s for s in found if s)
+
+
+def channels_from_env(environ: Mapping[str, str] = os.environ) -> list[Channel]:
+    """The channels the RECALLWATCH_* variables configure (see ENVIRONMENT), in the order
+    webhook, slack, email; an empty list when none is set. An empty variable counts as unset."""
+    values: dict[str, dict[str, object]] = {}
+    for (channel, key), variable in ENVIRONMENT.items():
+        if environ.get(variable):
+            values.setdefault(channel, {})[key] = environ[variable]
+    return _channels(values, lambda channel, key: ENVIRONMENT[(channel, key)])
+
+
+def channels_from_file(path: str | os.PathLike,
+                       environ: Mapping[str, str] = os.environ) -> list[Channel]:
+    """The channels of a TOML file with tables [webhook] (url, secret), [slack] (url) and
+    [email] (host, port, user, password, from, to, starttls). A string value `env:NAME` is read
+    from the environment variable NAME, so the file itself need hold no secret."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RecallwatchError(f"channels file {path} does not exist: give the path of a TOML "
+                               "file with [webhook], [slack] or [email] tables.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise RecallwatchError(f"cannot read the channels file {path} ({why}).") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RecallwatchError(f"channels file {path} is not valid TOML ({exc}).") from None
+
+    def label(channel: str, key: str) -> str:
+        return f"[{channel}] {key} in {path}"
+
+    values: dict[str, dict[str, object]] = {}
+    for channel, table in data.items():
+        if channel not in CHANNEL_NAMES or not isinstance(table, dict):
+            raise RecallwatchError(f"channels file {path} has an unknown entry {channel!r}: use "
+                                   "the tables [webhook], [slack] and [email].")
+        for key, value in table.items():
+            if (channel, key) not in ENVIRONMENT:
+                known = ", ".join(k for c, k in ENVIRONMENT if c == channel)
+                raise RecallwatchError(f"{label(channel, key)} is not a setting of the {channel} "
+                                       f"channel; use {known}.")
+            if isinstance(value, str) and value.startswith("env:"):
+                variable = value[4:]
+                if not environ.get(variable):
+                    raise RecallwatchError(f"{label(channel, key)} reads the environment "
+                                           f"variable {variable}, which is not set.")
+                value = environ[variable]
+            if value != "":
+                values.setdefault(channel, {})[key] = value
+    if not values:
+        raise RecallwatchError(f"channels file {path} configures no channel: add a [webhook], "
+                               "[slack] or [email] table.")
+    return _channels(values, label)
+
+
+def _channels(values: dict[str, dict[str, object]],
+              label: Callable[[str, str], str]) -> list[Channel]:
+    """Check the raw settings of each channel and build it. Error messages name the setting
+    (an environment variable or a file's table and key), never its value."""
+    channels = []
+    for name in CHANNEL_NAMES:
+        given = values.get(name)
+        if not given:
+            continue
+        for key in _REQUIRED[name]:
+            if key not in given:
+                others = ", ".join(label(name, k) for k in given)
+                raise RecallwatchError(f"{label(name, key)} is not set, but the {name} alert "
+                                       f"channel needs it (it is configured by {others}).")
+        if name == "webhook":
+            channels.append(Channel(name, url=_url(given["url"], label(name, "url")),
+                                    secret=_text(given.get("secret"), label(name, "secret"))))
+        elif name == "slack":
+            channels.append(Channel(name, url=_url(given["url"], label(name, "url"))))
+        else:
+            channels.append(_email(given, lambda key: label("email", key)))
+    return channels
+
+
+def _text(value: object, setting: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RecallwatchError(f"{setting} must be a string.")
+    return value
+
+
+def _url(value: object, setting: str) -> str:
+    text = _text(value, setting)
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or re.search(r"\s", text):
+        raise RecallwatchError(f"{setting} must be an http:// or https:// URL (its value is not "
+                               "shown, as it may hold a token).")
+    return text
+
+
+_ADDRESS = re.compile(r"^[^@\s,<>]+@[^@\s,<>]+$")
+
+
+def _email(given: dict[str, object], label: Callable[[str], str]) -> Channel:
+    host = _text(given["host"], label("host")).strip()
+    if not host or re.search(r"\s", host):
+        raise RecallwatchError(f"{label('host')} must be a host name, e.g. smtp.example.com.")
+    starttls = given.get("starttls", False)
+    if isinstance(starttls, str):
+        flag = starttls.strip().lower()
+        if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
+            raise RecallwatchError(f"{label('starttls')} must be 1/true or 0/false.")
+        starttls = flag in ("1", "true", "yes", "on")
+    elif not isinstance(starttls, bool):
+        raise RecallwatchError(f"{label('starttls')} must be 1/true or 0/false.")
+    port = given.get("port", SMTP_STARTTLS_PORT if starttls else SMTP_PORT)
+    if isinstance(port, str) and port.strip().isdigit():
+        port = int(port)
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise RecallwatchError(f"{label('port')} must be a port number from 1 to 65535.")
+    user = _text(given.get("user"), label("user"))
+    password = _text(given.get("password"), label("password"))
+    if bool(user) != bool(password):
+        missing, present = ("password", "user") if user else ("user", "password")
+        raise RecallwatchError(f"{label(missing)} must be set when {label(present)} is (the "
+                               "SMTP login needs both).")
+    sender = _text(given["from"], label("from")).strip()
+    if not _ADDRESS.match(sender):
+        raise RecallwatchError(f"{label('from')} must be one email address, e.g. "
+                               "recallwatch@example.com.")
+    to = given["to"]
+    if isinstance(to, str):
+        to = to.split(",")
+    if not isinstance(to, list) or not all(isinstance(a, str) for a in to):
+        raise RecallwatchError(f"{label('to')} must be a comma-separated list of email "
+                               "addresses.")
+    recipients = tuple(a.strip() for a in to if a.strip())
+    if not recipients or not all(_ADDRESS.match(a) for a in recipients):
+        raise RecallwatchError(f"{label('to')} must be a comma-separated list of email "
+                               "addresses, e.g. oncall@example.com,ml@example.com.")
+    return Channel("email", host=host, port=port, user=user, password=password, sender=sender,
+                   recipients=recipients, starttls=starttls)
+
+
+# ---------------------------------------------------------------------------------- messages
+
+@dataclass(frozen=True)
+class AlertMessage:
+    """One message, the same on every channel: a title, plain-text lines, and the fields the
+    webhook's JSON carries."""
+
+    episode_id: str | None
+    event: str                     # opened | resolved | test
+    slice: str
+    metric: str
+    window_start: datetime | None
+    title: str
+    text: str
+    fields: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What happened to one message on one channel in this call: sent, failed, or (dry run)
+    would send. attempts counts every try over all calls so far."""
+
+    channel: str
+    message: AlertMessage
+    status: str
+    attempts: int = 0
+    error: str | None = None
+
+
+@dataclass
+class AlertSummary:
+    """Counts of this call: sent, failed, skipped (already sent earlier), and one Delivery per
+    message it sent, failed or — with dry_run — would send."""
+
+    sent: int = 0
+    failed: int = 0
+    skipped: int = 0
+    deliveries: list[Delivery] = field(default_factory=list)
+
+    @property
+    def would_send(self) -> list[Delivery]:
+        return [d for d in self.deliveries if d.status == "would send"]
+
+
+def _number(value: float | None, signed: bool = False) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def _interval(low: float | None, high: float | None, signed: bool = False) -> str:
+    return f"{_number(low, signed)} to {_number(high, signed)}"
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """Logged text (a slice, a version) fit for a title or mail header: no line breaks."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def _finite(value):
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
+    """The message of one drift event (a row of sql/pending_alerts.sql)."""
+    metric, k, event = row["metric"], row["k"], row["event"]
+    where = (f"slice {_one_line(row['slice'])} (route {_one_line(row['route'])}, gold "
+             f"{_one_line(row['gold_version'])})")
+    title = f"recallwatch: {metric}@{k} {row['direction']} {event} on {where}"
+    day = f"{row['window_start']:%Y-%m-%d}"
+    level = round(100 * (1 - DEFAULT_ALPHA))
+    baseline = f"baseline: {_number(row['baseline_value'])}"
+    if row["baseline_start"] is not None and row["baseline_end"] is not None:
+        last_day = row["baseline_end"] - timedelta(days=1)   # windows here are days
+        baseline += f" (days {row['baseline_start']:%Y-%m-%d} to {last_day:%Y-%m-%d}"
+        baseline += f", n {row['baseline_n']})" if row["baseline_n"] is not None else ")"
+    lines = [
+        f"{metric}@{k} {row['direction']} {event} on {where}, day {day}",
+        f"value: {_number(row['value'])} ({level}% interval "
+        f"{_interval(row['value_low'], row['value_high'])}), n {row['n']}",
+        baseline,
+        f"difference (window - baseline): {_number(row['delta'], True)} (interval "
+        f"{_interval(row['delta_low'], row['delta_high'], True)}), margin δ "
+        f"{_number(row['margin'])}",
+        f"decision on this day: {row['decision']} (method {row['method']})",
+        f"k {k}, route {_one_line(row['route'])}, gold version "
+        f"{_one_line(row['gold_version'])}, n {row['n']}",
+        f"report: {report}" if report else "report: none given",
+        f"episode: {row['episode_id']}",
+    ]
+    fields = {
+        "slice": row["slice"], "metric": metric, "window_start": row["window_start"].isoformat(),
+        "window_end": row["window_end"].isoformat(), "k": k, "route": row["route"],
+        "gold_version": row["gold_version"], "n": row["n"], "value": row["value"],
+        "value_low": row["value_low"], "value_high": row["value_high"],
+        "baseline_value": row["baseline_value"], "baseline_n": row["baseline_n"],
+        "delta": row["delta"], "delta_low": row["delta_low"], "delta_high": row["delta_high"],
+        "margin": row["margin"], "decision": row["decision"], "direction": row["direction"],
+        "method": row["method"], "index_version": row["index_version"], "report": report,
+    }
+    return AlertMessage(row["episode_id"], event, row["slice"], metric, row["window_start"],
+                        title, "\n".join(lines), {k_: _finite(v) for k_, v in fields.items()})
+
+
+def _test_message(now: datetime) -> AlertMessage:
+    title = "recallwatch: test alert"
+    text = (f"A test message from recallwatch, sent {now:%Y-%m-%d %H:%M} UTC. Alerts for drift "
+            "episodes (one when an episode opens, one when it resolves) arrive on this channel.")
+    return AlertMessage(None, "test", "", "", None, title, text,
+                        {"test": True, "sent_at": now.isoformat()})
+
+
+# ---------------------------------------------------------------------------------- delivery
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirected POST would arrive as a GET without its body: count it as a failure."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def _post_json(url: str, body: bytes, headers: dict[str, str], timeout: float) -> None:
+    request = urllib.request.Request(
+        url, data=body, method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": "recallwatch", **headers})
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            response.read()
+    except urllib.error.HTTPError as exc:
+        exc.close()  # its body is not needed, and an open one leaks the connection
+        raise
+
+
+def webhook_body(message: AlertMessage) -> bytes:
+    payload = {**message.fields, "event": message.event, "episode_id": message.episode_id,
+               "title": message.title, "text": message.text}
+    return json.dumps(payload, sort_keys=True).encode("utf-8")
+
+
+def sign(body: bytes, secret: str) -> str:
+    """The X-Recallwatch-Signature value: sha256=<hex HMAC-SHA256 of the exact body bytes>."""
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+def _slack_escape(text: str) -> str:
+    # Slack's mrkdwn reads &, < and > as markup; a slice from the logs must stay text
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_body(message: AlertMessage) -> bytes:
+    text = f"*{_slack_escape(message.title)}*\n{_slack_escape(message.text)}"
+    if len(text) > 3000:  # Slack's limit for a section's text
+        text = text[:2999] + "…"
+    payload = {"text": message.title,
+               "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
+    return json.dumps(payload).encode("utf-8")
+
+
+def email_message(channel: Channel, message: AlertMessage, now: datetime) -> EmailMessage:
+    mail = EmailMessage()
+    mail["Subject"] = _one_line(message.title, 250)
+    mail["From"] = channel.sender
+    mail["To"] = ", ".join(channel.recipients)
+    mail["Date"] = format_datetime(now.replace(tzinfo=UTC))
+    mail.set_content(message.text)
+    return mail
+
+
+def _deliver(channel: Channel, message: AlertMessage, *, now: datetime, timeout: float) -> None:
+    """One attempt; raises on failure."""
+    if channel.name == "webhook":
+        body = webhook_body(message)
+        headers = {SIGNATURE_HEADER: sign(body, channel.secret)} if channel.secret else {}
+        _post_json(channel.url, body, headers, timeout)
+    elif channel.name == "slack":
+        _post_json(channel.url, slack_body(message), {}, timeout)
+    elif channel.name == "email":
+        with smtplib.SMTP(channel.host, channel.port, timeout=timeout) as smtp:
+            if channel.starttls:
+                smtp.starttls(context=ssl.create_default_context())
+            if channel.user:
+                smtp.login(channel.user, channel.password)
+            smtp.send_message(email_message(channel, message, now))
+    else:
+        raise ValueError(f"unknown channel {channel.name!r}")
+
+
+def describe_failure(exc: BaseException, channel: Channel) -> str:
+    """Why an attempt failed, in a few words that hold no URL, token or password."""
+    if isinstance(exc, urllib.error.HTTPError):
+        text = f"HTTP {exc.code}"
+    elif isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, BaseException):
+        return describe_failure(exc.reason, channel)
+    elif isinstance(exc, smtplib.SMTPResponseException):
+        text = f"SMTP {exc.smtp_code}"
+    elif isinstance(exc, smtplib.SMTPRecipientsRefused):
+        text = "SMTP recipients refused"
+    elif isinstance(exc, smtplib.SMTPServerDisconnected):
+        text = "SMTP server disconnected"
+    elif isinstance(exc, smtplib.SMTPNotSupportedError):
+        text = "SMTP server does not support STARTTLS or AUTH"
+    elif isinstance(exc, ConnectionRefusedError):
+        text = "connection refused"
+    elif isinstance(exc, TimeoutError):
+        text = "timed out"
+    elif isinstance(exc, socket.gaierror):
+        text = "host name not found"
+    elif isinstance(exc, ssl.SSLError):
+        text = f"TLS error ({exc.reason or 'handshake'})"
+    elif isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror.lower()
+    else:
+        text = type(exc).__name__
+    for secret in channel.secrets:  # belt and braces: a server's reason text could echo one
+        text = text.replace(secret, "***")
+    return text
+
+
+def _attempt(channel: Channel, message: AlertMessage, *, now: datetime, retries: int,
+             backoff: float, timeout: float) -> tuple[int, str | None]:
+    """Up to `retries` tries, waiting backoff, 2*backoff, ... between them. Returns (tries
+    made, the last error or None when delivered)."""
+    error = None
+    for attempt in range(retries):
+        if attempt:
+            time.sleep(backoff * 2 ** (attempt - 1))
+        try:
+            _deliver(channel, message, now=now, timeout=timeout)
+        except Exception as exc:  # any failure is recorded and retried later, never raised
+            error = describe_failure(exc, channel)
+            log.debug("alert %s of %s via %s: attempt %d failed: %s", message.event,
+                      message.episode_id, channel.name, attempt + 1, error)
+            continue
+        return attempt + 1, None
+    return retries, error
+
+
+def _naive_utc(now: datetime) -> datetime:
+    return now.astimezone(UTC).replace(tzinfo=None) if now.tzinfo else now
+
+
+def pending_alerts(con, config: Config, channel_names: list[str]) -> list[dict]:
+    """The rows of sql/pending_alerts.sql as dicts: every alert event of the configured cutoff
+    and metrics, per channel, with what the alerts table holds for it."""
+    cursor = con.execute(sql("pending_alerts"),
+                         {"k": config.alert_cutoff, "metrics": list(config.alert_metrics),
+                          "channels": channel_names})
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def send_alerts(con, config: Config, channels: list[Channel], *, report: str | None = None,
+                dry_run: bool = False, now: datetime, retries: int = 3, backoff: float = 1.0,
+                timeout: float = 10.0) -> AlertSummary:
+    """Deliver the pending alert messages, in window order: for each drift_events row that
+    opens or resolves an episode (daily windows, k = config.alert_cutoff, metric in
+    config.alert_metrics) and each channel, unless the alerts table says it was sent.
+
+    Each message is tried up to `retries` times (waiting backoff, 2*backoff, ... seconds),
+    then its alerts row is replaced in its own transaction: status sent or failed, attempts
+    accumulated over calls, the last error without secrets, first_tried kept, last_tried =
+    `now` (naive UTC). A failure never raises; the next call tries again. `report` (a path or
+    URL) is quoted in the messages. With dry_run nothing is sent or written: the summary lists
+    what would go. Calling it again over the same rows sends nothing and changes no row."""
+    if retries < 1:
+        raise ValueError("retries must be at least 1")
+    names = [c.name for c in channels]
+    if len(set(names)) != len(names):
+        raise RecallwatchError(f"alert channels {', '.join(names)} name one channel twice; "
+                               "configure each of webhook, slack and email at most once.")
+    summary = AlertSummary()
+    if not channels:
+        return summary
+    now = _naive_utc(now)
+    by_name = {c.name: c for c in channels}
+    for row in pending_alerts(con, config, names):
+        if row["status"] == "sent":
+            summary.skipped += 1
+            continue
+        channel, message = by_name[row["channel"]], build_message(row, report)
+        if dry_run:
+            summary.deliveries.append(Delivery(channel.name, message, "would send",
+                                               row["attempts"] or 0))
+            continue
+        tries, error = _attempt(channel, message, now=now, retries=retries, backoff=backoff,
+                                timeout=timeout)
+        status = "sent" if error is None else "failed"
+        attempts = (row["attempts"] or 0) + tries
+        with transaction(con):
+            run_script(con, "record_alert", {
+                "episode_id": message.episode_id, "event": message.event,
+                "channel": channel.name, "status": status, "attempts": attempts,
+                "last_error": error, "first_tried": row["first_tried"] or now,
+                "last_tried": now, "slice": message.slice, "metric": message.metric,
+                "window_start": message.window_start})
+        log.info("alert %s on slice %s %s via %s: %s%s", message.event, message.slice,
+                 message.metric, channel.name, status, f" ({error})" if error else "")
+        if error is None:
+            summary.sent += 1
+        else:
+            summary.failed += 1
+        summary.deliveries.append(Delivery(channel.name, message, status, attempts, error))
+    return summary
+
+
+def send_test(channels: list[Channel], *, now: datetime,
+              timeout: float = 10.0) -> list[tuple[str, bool, str | None]]:
+    """One test message per channel, tried once: (channel name, delivered, error or None).
+    Nothing is written to the warehouse."""
+    message = _test_message(_naive_utc(now))
+    results = []
+    for channel in channels:
+        _, error = _attempt(channel, message, now=_naive_utc(now), retries=1, backoff=0.0,
+                            timeout=timeout)
+        log.info("test alert via %s: %s", channel.name, error or "sent")
+        results.append((channel.name, error is None, error))
+    return results

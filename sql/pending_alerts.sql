@@ -1,0 +1,46 @@
+-- pending_alerts: the alert messages of drift episodes, one per event (the daily window on
+-- which an episode opened or resolved) and channel, in window order, with what the alerts
+-- table already holds for it (status NULL: never tried; 'sent' rows come back too, so the
+-- caller counts them as skipped). The value's interval comes from window_metrics (NULL when
+-- the window has no metrics row); `direction` is the decision of the episode's opening window,
+-- so a resolution is named after what it resolves.
+-- Grain: one row per episode_id x event x channel. Parameters: $k (the alert cutoff),
+-- $metrics (list of metric names), $channels (list of channel names, in delivery order).
+
+WITH openings AS (
+    SELECT episode_id, arg_min(decision, window_start) AS direction
+    FROM drift_events
+    WHERE state = 'opened' AND episode_id IS NOT NULL
+    GROUP BY episode_id
+),
+events AS (
+    SELECT d.episode_id, d.state AS event, d.window_start, d.window_end, d.slice, d.route,
+           d.k, d.gold_version, d.metric, d.index_version, d.n, d.value,
+           CASE d.metric WHEN 'mean_recall' THEN w.ci_low
+                         WHEN 'pass_rate' THEN w.pass_ci_low
+                         WHEN 'full_coverage_rate' THEN w.fc_ci_low END AS value_low,
+           CASE d.metric WHEN 'mean_recall' THEN w.ci_high
+                         WHEN 'pass_rate' THEN w.pass_ci_high
+                         WHEN 'full_coverage_rate' THEN w.fc_ci_high END AS value_high,
+           d.baseline_value, d.baseline_start, d.baseline_end, d.baseline_n,
+           d.delta, d.delta_low, d.delta_high, d.margin, d.decision, d.method, d.evidence,
+           coalesce(o.direction, d.decision) AS direction
+    FROM drift_events d
+    LEFT JOIN window_metrics w
+           ON w.window_start = d.window_start AND w.grain = d.grain AND w.slice = d.slice
+          AND w.route = d.route AND w.k = d.k AND w.gold_version = d.gold_version
+    LEFT JOIN openings o ON o.episode_id = d.episode_id
+    WHERE d.grain = 'day' AND d.state IN ('opened', 'resolved') AND d.episode_id IS NOT NULL
+      AND d.k = $k AND list_contains($metrics::VARCHAR[], d.metric)
+),
+channels AS (
+    SELECT unnest($channels::VARCHAR[]) AS channel,
+           generate_subscripts($channels::VARCHAR[], 1) AS channel_order
+)
+SELECT e.*, c.channel, a.status, a.attempts, a.first_tried
+FROM events e
+CROSS JOIN channels c
+LEFT JOIN alerts a
+       ON a.episode_id = e.episode_id AND a.event = e.event AND a.channel = c.channel
+ORDER BY e.window_start, e.slice, e.metric, e.route, e.gold_version, e.episode_id, e.event,
+         c.channel_order;

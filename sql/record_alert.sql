@@ -1,0 +1,14 @@
+-- record_alert: the outcome of delivering one alert message on one channel, replacing the
+-- row of an earlier try. The caller carries attempts (accumulated over runs) and first_tried
+-- over from that row; last_error is already free of URLs, tokens and passwords.
+-- Grain: alerts, one row per episode_id x event x channel. Parameters: $episode_id, $event,
+-- $channel, $status, $attempts, $last_error, $first_tried, $last_tried, $slice, $metric,
+-- $window_start.
+
+DELETE FROM alerts
+WHERE episode_id = $episode_id AND event = $event AND channel = $channel;
+
+INSERT INTO alerts (episode_id, event, channel, status, attempts, last_error, first_tried,
+                    last_tried, slice, metric, window_start)
+VALUES ($episode_id, $event, $channel, $status, $attempts, $last_error, $first_tried,
+        $last_tried, $slice, $metric, $window_start);

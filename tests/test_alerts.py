@@ -1,0 +1,557 @@
+"""Alerts over real loopback servers: an HTTP server (generic webhook and Slack) and an SMTP
+server (aiosmtpd), a DuckDB warehouse with drift_events written by hand, replayed day by day."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import hashlib
+import hmac
+import json
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult
+
+from pipeline import cli
+from pipeline.alerts import (
+    NO_CHANNELS,
+    Channel,
+    channels_from_env,
+    channels_from_file,
+    send_alerts,
+    send_test,
+)
+from pipeline.config import Config
+from pipeline.errors import RecallwatchError
+from pipeline.warehouse import connect
+
+CONFIG = Config(cutoffs=(1, 5, 10), gold_version="g1")   # alerts on mean_recall@10
+DAY_ONE = datetime(2026, 11, 1)
+REPORT = "https://reports.example.com/recallwatch/latest/index.html"
+OPENED_DAY, RESOLVED_DAY = 8, 15
+SENDER, RECIPIENT = "recallwatch@example.com", "oncall@example.com"
+
+
+# ---------------------------------------------------------------------------------- servers
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict
+    body: bytes
+
+
+class _Hook(BaseHTTPRequestHandler):
+    def do_POST(self):
+        server = self.server
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with server.lock:
+            server.received.append(Received("POST", self.path, dict(self.headers), body))
+            failing = server.fail_next > 0
+            server.fail_next -= failing
+        self.send_response(503 if failing else 200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass  # http.server would write each request line, token-bearing path included
+
+
+class HookServer:
+    """A real HTTP server on loopback recording every request; `fail_next` answers 503."""
+
+    def __init__(self):
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+        self.server.received, self.server.fail_next = [], 0
+        self.server.lock = threading.Lock()
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_port}{path}"
+
+    @property
+    def received(self) -> list[Received]:
+        return self.server.received
+
+    def fail(self, n: int) -> None:
+        self.server.fail_next = n
+
+    def on(self, path: str) -> list[Received]:
+        return [r for r in self.received if r.path == path]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hook(monkeypatch):
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    server = HookServer()
+    yield server
+    server.stop()
+
+
+@dataclass
+class Mailbox:
+    messages: list = field(default_factory=list)
+    logins: list = field(default_factory=list)
+
+    async def handle_DATA(self, server, session, envelope):
+        self.messages.append(email.message_from_bytes(envelope.content,
+                                                      policy=email.policy.default))
+        return "250 OK"
+
+    def authenticate(self, server, session, envelope, mechanism, auth_data):
+        self.logins.append((auth_data.login.decode(), auth_data.password.decode()))
+        return AuthResult(success=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def smtp():
+    """A real SMTP server on loopback (aiosmtpd) accepting any login without TLS."""
+    box = Mailbox()
+    controller = Controller(box, hostname="127.0.0.1", port=_free_port(),
+                            authenticator=box.authenticate, auth_require_tls=False)
+    controller.start()
+    box.port = controller.port
+    yield box
+    controller.stop()
+
+
+# ---------------------------------------------------------------------------------- warehouse
+
+def day(number: int) -> datetime:
+    return DAY_ONE + timedelta(days=number - 1)
+
+
+def insert_drift(con, number: int, *, state: str, decision: str, episode: str | None = None,
+                 metric: str = "mean_recall", k: int = 10, value: float = 0.80,
+                 delta: float = 0.0, slice_: str = "all", n: int = 412) -> None:
+    con.execute(
+        """INSERT INTO drift_events (window_start, window_end, grain, slice, route, k,
+               gold_version, metric, index_version, change_point, n, baseline_start,
+               baseline_end, baseline_n, value, baseline_value, delta, delta_low, delta_high,
+               margin, method, evidence, decision, state, episode_id, built_with)
+           VALUES ($start, $end, 'day', $slice, 'ids', $k, 'g1', $metric, 'idx-1', false, $n,
+               $b_start, $b_end, 2884, $value, 0.8, $delta, $delta - 0.04, $delta + 0.04, 0.05,
+               'anytime', 25.0, $decision, $state, $episode, 'test')""",
+        {"start": day(number), "end": day(number + 1), "slice": slice_, "k": k,
+         "metric": metric, "n": n, "b_start": day(1), "b_end": day(8), "value": value,
+         "delta": delta, "decision": decision, "state": state, "episode": episode})
+    con.execute(
+        """INSERT INTO window_metrics (window_start, window_end, grain, slice, route, k,
+               gold_version, n, n_sessions, mean_recall, ci_low, ci_high, pass_mark, n_excluded)
+           VALUES ($start, $end, 'day', $slice, 'ids', $k, 'g1', $n, $n, $value, $value - 0.03,
+               $value + 0.03, 0.7, 0)""",
+        {"start": day(number), "end": day(number + 1), "slice": slice_, "k": k, "n": n,
+         "value": value})
+
+
+def insert_replay_day(con, number: int, episode: str = "ep-all-1", **kwargs) -> None:
+    """One day of a 30-day replay: baseline days, an episode opened on day 8, ongoing to day
+    14 and resolved on day 15, stable after."""
+    if number < OPENED_DAY:
+        insert_drift(con, number, state="none", decision="baseline", **kwargs)
+    elif number < RESOLVED_DAY:
+        insert_drift(con, number, state="opened" if number == OPENED_DAY else "ongoing",
+                     decision="drop", episode=episode, value=0.62, delta=-0.18, **kwargs)
+    elif number == RESOLVED_DAY:
+        insert_drift(con, number, state="resolved", decision="stable", episode=episode,
+                     value=0.79, delta=-0.01, **kwargs)
+    else:
+        insert_drift(con, number, state="none", decision="stable", value=0.81, delta=0.01,
+                     **kwargs)
+
+
+def rows(con, table: str) -> list[tuple]:
+    return sorted(con.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
+
+
+def morning_after(number: int) -> datetime:
+    return day(number + 1) + timedelta(hours=6)
+
+
+@pytest.fixture
+def warehouse(tmp_path):
+    con = connect(tmp_path / "w.duckdb")
+    yield con
+    con.close()
+
+
+def channels_for(hook: HookServer, smtp: Mailbox) -> list[Channel]:
+    return [Channel("webhook", url=hook.url("/hook/ab12"), secret="hook-signing-key"),
+            Channel("slack", url=hook.url("/services/T0/B0/xyz")),
+            Channel("email", host="127.0.0.1", port=smtp.port, sender=SENDER,
+                    recipients=(RECIPIENT,))]
+
+
+# ---------------------------------------------------------------------------------- delivery
+
+def test_a_30_day_replay_sends_one_opened_and_one_resolved_message_per_channel(
+        warehouse, hook, smtp):
+    channels = channels_for(hook, smtp)
+    for number in range(1, 31):
+        insert_replay_day(warehouse, number)
+        send_alerts(warehouse, CONFIG, channels, report=REPORT, now=morning_after(number),
+                    backoff=0.01)
+
+    webhook = [json.loads(r.body) for r in hook.on("/hook/ab12")]
+    slack = [json.loads(r.body) for r in hook.on("/services/T0/B0/xyz")]
+    assert [m["event"] for m in webhook] == ["opened", "resolved"]
+    assert len(slack) == 2 and len(smtp.messages) == 2
+    assert [m["window_start"][:10] for m in webhook] == ["2026-11-08", "2026-11-15"]
+
+    opened = webhook[0]
+    assert opened["episode_id"] == "ep-all-1"
+    assert opened["title"] == ("recallwatch: mean_recall@10 drop opened on slice all "
+                               "(route ids, gold g1)")
+    assert (opened["value"], opened["value_low"], opened["value_high"]) == \
+        pytest.approx((0.62, 0.59, 0.65))
+    assert (opened["delta"], opened["delta_low"], opened["delta_high"]) == \
+        pytest.approx((-0.18, -0.22, -0.14))
+    assert (opened["baseline_value"], opened["margin"], opened["k"], opened["n"]) == \
+        (0.8, 0.05, 10, 412)
+    assert (opened["route"], opened["gold_version"], opened["method"], opened["report"]) == \
+        ("ids", "g1", "anytime", REPORT)
+    text = opened["text"]
+    for quoted in ("value: 0.620 (95% interval 0.590 to 0.650)", "baseline: 0.800",
+                   "-0.180 (interval -0.220 to -0.140)", "margin δ 0.050", "k 10", "route ids",
+                   "gold version g1", "n 412", f"report: {REPORT}", "day 2026-11-08",
+                   "method anytime"):
+        assert quoted in text
+    assert webhook[1]["title"].startswith("recallwatch: mean_recall@10 drop resolved")
+    assert "decision on this day: stable" in webhook[1]["text"]
+    assert "baseline: 0.800 (days 2026-11-01 to 2026-11-07, n 2884)" in text
+
+    for request in hook.on("/hook/ab12"):
+        expected = hmac.new(b"hook-signing-key", request.body, hashlib.sha256).hexdigest()
+        assert request.headers["X-Recallwatch-Signature"] == f"sha256={expected}"
+        assert request.headers["Content-Type"] == "application/json"
+    for request in hook.on("/services/T0/B0/xyz"):
+        assert "X-Recallwatch-Signature" not in request.headers
+
+    assert slack[0]["text"] == opened["title"]
+    block = slack[0]["blocks"][0]
+    assert block["type"] == "section" and block["text"]["type"] == "mrkdwn"
+    assert opened["title"] in block["text"]["text"]
+    assert "-0.180 (interval -0.220 to -0.140)" in block["text"]["text"]
+
+    mail = smtp.messages[0]
+    assert mail["Subject"].strip() == opened["title"]   # the folded header keeps a space
+    assert (mail["From"], mail["To"]) == (SENDER, RECIPIENT)
+    body = mail.get_content()
+    assert "value: 0.620 (95% interval 0.590 to 0.650)" in body and REPORT in body
+    assert smtp.messages[1]["Subject"].strip() == webhook[1]["title"]
+
+    recorded = warehouse.execute(
+        "SELECT channel, event, status, attempts, last_error, first_tried, last_tried, slice, "
+        "metric, window_start FROM alerts ORDER BY window_start, channel").fetchall()
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in recorded] == [
+        (c, e, "sent", 1, None) for e in ("opened", "resolved")
+        for c in ("email", "slack", "webhook")]
+    assert {(r[5], r[6]) for r in recorded[:3]} == {(morning_after(8), morning_after(8))}
+    assert {r[9] for r in recorded[3:]} == {day(15)}
+
+
+def test_sending_again_over_the_same_rows_sends_nothing_and_changes_no_row(
+        warehouse, hook, smtp):
+    for number in range(1, 31):
+        insert_replay_day(warehouse, number)
+    channels = channels_for(hook, smtp)
+    first = send_alerts(warehouse, CONFIG, channels, now=morning_after(30), backoff=0.01)
+    assert (first.sent, first.failed, first.skipped) == (6, 0, 0)
+    before, drift = rows(warehouse, "alerts"), rows(warehouse, "drift_events")
+    requests, mails = len(hook.received), len(smtp.messages)
+
+    again = send_alerts(warehouse, CONFIG, channels, now=morning_after(31), backoff=0.01)
+
+    assert (again.sent, again.failed, again.skipped, again.deliveries) == (0, 0, 6, [])
+    assert (len(hook.received), len(smtp.messages)) == (requests, mails)
+    assert rows(warehouse, "alerts") == before and rows(warehouse, "drift_events") == drift
+
+
+def test_a_channel_answering_503_is_retried_recorded_as_failed_then_delivered_next_call(
+        warehouse, hook):
+    insert_replay_day(warehouse, OPENED_DAY)
+    drift = rows(warehouse, "drift_events")
+    channels = [Channel("webhook", url=hook.url("/hook"))]
+    hook.fail(100)
+
+    down = send_alerts(warehouse, CONFIG, channels, now=morning_after(8), retries=3,
+                       backoff=0.01)
+
+    assert len(hook.received) == 3
+    assert (down.sent, down.failed) == (0, 1)
+    assert warehouse.execute(
+        "SELECT status, attempts, last_error, first_tried, last_tried FROM alerts"
+    ).fetchall() == [("failed", 3, "HTTP 503", morning_after(8), morning_after(8))]
+    assert rows(warehouse, "drift_events") == drift
+
+    hook.fail(0)
+    later = morning_after(8) + timedelta(hours=1)
+    up = send_alerts(warehouse, CONFIG, channels, now=later, retries=3, backoff=0.01)
+
+    assert (up.sent, up.failed, len(hook.received)) == (1, 0, 4)
+    assert warehouse.execute(
+        "SELECT status, attempts, last_error, first_tried, last_tried FROM alerts"
+    ).fetchall() == [("sent", 4, None, morning_after(8), later)]
+
+    before = rows(warehouse, "alerts")
+    third = send_alerts(warehouse, CONFIG, channels, now=later + timedelta(hours=1),
+                        backoff=0.01)
+    assert (third.sent, third.failed, third.skipped, len(hook.received)) == (0, 0, 1, 4)
+    assert rows(warehouse, "alerts") == before and rows(warehouse, "drift_events") == drift
+
+
+def test_a_stopped_server_is_a_failed_alert_not_an_exception(warehouse):
+    insert_replay_day(warehouse, OPENED_DAY)
+    closed = f"http://127.0.0.1:{_free_port()}/hook"   # nothing listens there
+
+    summary = send_alerts(warehouse, CONFIG, [Channel("webhook", url=closed)],
+                          now=morning_after(8), retries=2, backoff=0.01)
+
+    assert (summary.sent, summary.failed) == (0, 1)
+    assert summary.deliveries[0].error == "connection refused"
+    assert warehouse.execute("SELECT status, attempts, last_error FROM alerts").fetchall() == \
+        [("failed", 2, "connection refused")]
+
+
+def test_dry_run_sends_and_writes_nothing_but_lists_what_would_go(warehouse, hook, smtp):
+    for number in range(1, 16):
+        insert_replay_day(warehouse, number)
+
+    summary = send_alerts(warehouse, CONFIG, channels_for(hook, smtp), dry_run=True,
+                          now=morning_after(15))
+
+    assert [(d.channel, d.message.event) for d in summary.would_send] == [
+        ("webhook", "opened"), ("slack", "opened"), ("email", "opened"),
+        ("webhook", "resolved"), ("slack", "resolved"), ("email", "resolved")]
+    assert (hook.received, smtp.messages, rows(warehouse, "alerts")) == ([], [], [])
+
+
+def test_rows_of_other_cutoffs_metrics_grains_or_states_send_nothing(warehouse, hook):
+    insert_drift(warehouse, 8, state="opened", decision="drop", episode="ep-k5", k=5)
+    insert_drift(warehouse, 8, state="opened", decision="drop", episode="ep-pass",
+                 metric="pass_rate")
+    insert_drift(warehouse, 9, state="ongoing", decision="drop", episode="ep-k5", k=5)
+    insert_drift(warehouse, 9, state="none", decision="drop", slice_="tag=x")
+    warehouse.execute("UPDATE drift_events SET grain = 'hour', state = 'opened', "
+                      "episode_id = 'ep-hour' WHERE slice = 'tag=x'")
+
+    summary = send_alerts(warehouse, CONFIG, [Channel("webhook", url=hook.url("/hook"))],
+                          now=morning_after(9), backoff=0.01)
+
+    assert (summary.sent, summary.failed, summary.skipped) == (0, 0, 0)
+    assert hook.received == [] and rows(warehouse, "alerts") == []
+    pass_rate = Config(cutoffs=(1, 5, 10), alert_metrics=("pass_rate",))
+    assert send_alerts(warehouse, pass_rate, [Channel("webhook", url=hook.url("/hook"))],
+                       now=morning_after(9)).sent == 1
+
+
+def test_send_test_sends_one_message_per_channel_and_reports_failures(hook, smtp):
+    channels = channels_for(hook, smtp)
+    results = send_test(channels, now=datetime(2026, 11, 20, 9, 0))
+    assert results == [("webhook", True, None), ("slack", True, None), ("email", True, None)]
+    assert json.loads(hook.on("/hook/ab12")[0].body)["event"] == "test"
+    assert smtp.messages[0]["Subject"].strip() == "recallwatch: test alert"
+
+    hook.fail(1)
+    assert send_test(channels[:1], now=datetime(2026, 11, 20, 9, 5)) == \
+        [("webhook", False, "HTTP 503")]
+
+
+# ---------------------------------------------------------------------------------- settings
+
+SMTP_PASSWORD = "pw-Zq81-do-not-print"
+
+
+def test_channels_from_env_reads_every_channel():
+    environ = {
+        "RECALLWATCH_WEBHOOK_URL": "https://hooks.example.com/rw/tok123",
+        "RECALLWATCH_WEBHOOK_SECRET": "whsec",
+        "RECALLWATCH_SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T/B/x",
+        "RECALLWATCH_SMTP_HOST": "smtp.example.com",
+        "RECALLWATCH_SMTP_USER": "alerts",
+        "RECALLWATCH_SMTP_PASSWORD": SMTP_PASSWORD,
+        "RECALLWATCH_SMTP_FROM": SENDER,
+        "RECALLWATCH_SMTP_TO": "a@example.com, b@example.com",
+        "RECALLWATCH_SMTP_STARTTLS": "true",
+    }
+    webhook, slack, mail = channels_from_env(environ)
+    assert (webhook.name, webhook.url, webhook.secret) == \
+        ("webhook", "https://hooks.example.com/rw/tok123", "whsec")
+    assert (slack.name, slack.url) == ("slack", "https://hooks.slack.com/services/T/B/x")
+    assert (mail.host, mail.port, mail.starttls, mail.user, mail.password, mail.recipients) == \
+        ("smtp.example.com", 587, True, "alerts", SMTP_PASSWORD,
+         ("a@example.com", "b@example.com"))
+    shown = repr([webhook, slack, mail])
+    assert "tok123" not in shown and "whsec" not in shown and SMTP_PASSWORD not in shown
+    plain = channels_from_env({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
+                               "RECALLWATCH_SMTP_TO": RECIPIENT})
+    assert (plain[0].port, plain[0].starttls, plain[0].user) == (25, False, None)
+    assert channels_from_env({}) == []
+
+
+def test_channels_from_file_reads_env_indirections(tmp_path):
+    path = tmp_path / "channels.toml"
+    path.write_text('[webhook]\nurl = "env:HOOK_URL"\nsecret = "env:HOOK_SECRET"\n\n'
+                    '[slack]\nurl = "https://hooks.slack.com/services/T/B/x"\n\n'
+                    '[email]\nhost = "smtp.example.com"\nport = 2525\nstarttls = true\n'
+                    'user = "alerts"\npassword = "env:SMTP_PW"\nfrom = "rw@example.com"\n'
+                    'to = ["a@example.com", "b@example.com"]\n')
+    environ = {"HOOK_URL": "https://hooks.example.com/tok9", "HOOK_SECRET": "k3y",
+               "SMTP_PW": SMTP_PASSWORD}
+
+    webhook, slack, mail = channels_from_file(path, environ)
+
+    assert (webhook.url, webhook.secret, slack.url) == \
+        ("https://hooks.example.com/tok9", "k3y", "https://hooks.slack.com/services/T/B/x")
+    assert (mail.port, mail.starttls, mail.password, mail.sender, mail.recipients) == \
+        (2525, True, SMTP_PASSWORD, "rw@example.com", ("a@example.com", "b@example.com"))
+
+
+@pytest.mark.parametrize(("environ", "named"), [
+    ({"RECALLWATCH_WEBHOOK_URL": f"ftp://example.com/{SMTP_PASSWORD}"},
+     "RECALLWATCH_WEBHOOK_URL"),
+    ({"RECALLWATCH_WEBHOOK_SECRET": SMTP_PASSWORD}, "RECALLWATCH_WEBHOOK_URL"),
+    ({"RECALLWATCH_SLACK_WEBHOOK_URL": f"hooks.slack.com/{SMTP_PASSWORD}"},
+     "RECALLWATCH_SLACK_WEBHOOK_URL"),
+    ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
+      "RECALLWATCH_SMTP_PASSWORD": SMTP_PASSWORD}, "RECALLWATCH_SMTP_TO"),
+    ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
+      "RECALLWATCH_SMTP_TO": RECIPIENT, "RECALLWATCH_SMTP_PASSWORD": SMTP_PASSWORD},
+     "RECALLWATCH_SMTP_USER"),
+    ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
+      "RECALLWATCH_SMTP_TO": RECIPIENT, "RECALLWATCH_SMTP_PORT": "smtp"},
+     "RECALLWATCH_SMTP_PORT"),
+    ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
+      "RECALLWATCH_SMTP_TO": RECIPIENT, "RECALLWATCH_SMTP_STARTTLS": "maybe"},
+     "RECALLWATCH_SMTP_STARTTLS"),
+    ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
+      "RECALLWATCH_SMTP_TO": "oncall"}, "RECALLWATCH_SMTP_TO"),
+])
+def test_a_bad_setting_is_one_sentence_naming_it_without_its_value(environ, named):
+    with pytest.raises(RecallwatchError) as caught:
+        channels_from_env(environ)
+    message = str(caught.value)
+    assert named in message and SMTP_PASSWORD not in message
+    assert message.endswith(".") and "\n" not in message
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ('[webhook]\nurl = "env:NOT_SET_ANYWHERE"\n', "[webhook] url"),
+    ('[webhook]\nurl = "https://x.example.com/h"\ntoken = "t"\n', "[webhook] token"),
+    ('[pager]\nurl = "https://x.example.com/h"\n', "'pager'"),
+    ('[email]\nhost = "mx"\nfrom = "a@example.com"\nto = "b@example.com"\n'
+     f'password = "{SMTP_PASSWORD}"\n', "[email] user"),
+    ('[slack]\nurl = "not a url"\n', "[slack] url"),
+    ("[webhook\n", "not valid TOML"),
+    ("", "configures no channel"),
+])
+def test_a_bad_channels_file_names_the_setting(tmp_path, text, named):
+    path = tmp_path / "channels.toml"
+    path.write_text(text)
+    with pytest.raises(RecallwatchError) as caught:
+        channels_from_file(path, {})
+    assert named in str(caught.value) and str(path) in str(caught.value)
+    assert SMTP_PASSWORD not in str(caught.value)
+    with pytest.raises(RecallwatchError, match="does not exist"):
+        channels_from_file(tmp_path / "missing.toml")
+
+
+# ---------------------------------------------------------------------------------- CLI
+
+def test_the_cli_never_shows_or_stores_urls_tokens_or_passwords(
+        tmp_path, hook, smtp, monkeypatch, capsys, caplog):
+    token, slack_token, signing = "tok-7Hq2-path-secret", "slk-93Xb-path-secret", "sig-k-2Zr"
+    hook_path, slack_path = f"/hooks/{token}", f"/services/T1/B1/{slack_token}"
+    secrets = [token, slack_token, signing, SMTP_PASSWORD, hook.url(hook_path)]
+    for name in [k for k in os.environ if k.startswith("RECALLWATCH_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RECALLWATCH_WEBHOOK_URL", hook.url(hook_path))
+    monkeypatch.setenv("RECALLWATCH_WEBHOOK_SECRET", signing)
+    monkeypatch.setenv("RECALLWATCH_SLACK_WEBHOOK_URL", hook.url(slack_path))
+    monkeypatch.setenv("RECALLWATCH_SMTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("RECALLWATCH_SMTP_PORT", str(smtp.port))
+    monkeypatch.setenv("RECALLWATCH_SMTP_USER", "alerts")
+    monkeypatch.setenv("RECALLWATCH_SMTP_PASSWORD", SMTP_PASSWORD)
+    monkeypatch.setenv("RECALLWATCH_SMTP_FROM", SENDER)
+    monkeypatch.setenv("RECALLWATCH_SMTP_TO", RECIPIENT)
+    caplog.set_level(logging.DEBUG)
+    path = tmp_path / "w.duckdb"
+    with connect(path) as con:
+        for number in range(1, OPENED_DAY + 1):
+            insert_replay_day(con, number)
+    outputs = []
+
+    def run(*args: str) -> int:
+        code = cli.main(["--warehouse", str(path), *args])
+        outputs.append(capsys.readouterr())
+        return code
+
+    assert run("alert", "--dry-run", "--report", REPORT) == 0
+    assert "webhook opened slice all mean_recall day 2026-11-08: would send" in outputs[-1].out
+    assert hook.received == []
+    assert run("alert", "--report", REPORT) == 0
+    assert "email opened slice all mean_recall day 2026-11-08: sent" in outputs[-1].out
+    assert smtp.logins == [("alerts", SMTP_PASSWORD)]
+    hook.fail(1000)   # the webhook and Slack are down when the episode resolves
+    with connect(path) as con:
+        for number in range(OPENED_DAY + 1, RESOLVED_DAY + 1):
+            insert_replay_day(con, number)
+    monkeypatch.setattr("pipeline.alerts.time.sleep", lambda seconds: None)
+    assert run("alert") == 0
+    assert "webhook resolved slice all mean_recall day 2026-11-15: failed (HTTP 503" \
+        in outputs[-1].out
+    assert run("alert", "test") == 2
+    assert "webhook: test message failed (HTTP 503)" in outputs[-1].out
+    hook.fail(0)
+    assert run("alert", "test") == 0
+    assert len(smtp.messages) == 4 and len(hook.on(hook_path)) == 1 + 3 + 1 + 1
+
+    shown = "".join(o.out + o.err for o in outputs)
+    logged = caplog.text + "".join(r.getMessage() for r in caplog.records)
+    with connect(path, read_only=True) as con:
+        columns = con.execute("SELECT table_name, column_name FROM information_schema.columns "
+                              "WHERE table_schema = 'main'").fetchall()
+        stored = [value for table, column in columns for (value,) in con.execute(
+            f'SELECT DISTINCT "{column}"::VARCHAR FROM "{table}"').fetchall() if value]
+    assert ("alerts", "last_error") in columns and "HTTP 503" in stored
+    assert "via webhook: failed (HTTP 503)" in logged   # the logs were captured, not empty
+    for secret in secrets:
+        assert secret not in shown
+        assert secret not in logged
+        assert not [value for value in stored if secret in value]
+        assert secret.encode() not in path.read_bytes()
+
+
+def test_the_cli_without_channels_says_what_to_set(tmp_path, monkeypatch, capsys):
+    for name in [k for k in os.environ if k.startswith("RECALLWATCH_")]:
+        monkeypatch.delenv(name)
+    path = tmp_path / "w.duckdb"
+    connect(path).close()
+
+    assert cli.main(["--warehouse", str(path), "alert"]) == 0
+    assert NO_CHANNELS in capsys.readouterr().out
+    assert cli.main(["--warehouse", str(path), "alert", "test"]) == 2
+    err = capsys.readouterr().err
+    assert "RECALLWATCH_WEBHOOK_URL" in err and "--channels FILE" in err

@@ -1,0 +1,214 @@
+"""Tests for pipeline.drift on real warehouses: the demo world's decline is flagged before the
+rebuild and resolved after it, re-running changes nothing, re-aggregating a day voids drift from
+that day on, baselines (first, trailing, pinned, re-baselined) and small windows behave as the
+README says. Statistical properties by simulation are in test_drift_sim.py."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import date, datetime
+
+import pytest
+
+from conftest import golden, request, snapshot, write_jsonl
+from pipeline import api
+from pipeline.config import Baseline, parse_baseline, put_in_force, resolve
+from pipeline.demo import generate_demo_world
+from pipeline.drift import drift
+from pipeline.errors import RecallwatchError
+from pipeline.run import run
+from pipeline.state import invalidate, stale_drift
+from pipeline.warehouse import connect
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The demo world, run once (ingest, score, aggregate, drift) into a warehouse file."""
+    root = tmp_path_factory.mktemp("drift-demo")
+    world = generate_demo_world(root / "world")
+    path = root / "demo.duckdb"
+    api.run(path, logs=[str(world.logs_dir)], gold=str(world.gold_path),
+            gold_version=world.gold_version,
+            index=[(str(p), v) for v, p in world.index_manifests.items()])
+    return path, world
+
+
+@pytest.fixture
+def demo_copy(demo, tmp_path):
+    path, world = demo
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(path, copy)
+    con = connect(copy)
+    yield con, world
+    con.close()
+
+
+def episode_days(con, *, k: int = 5, metric: str = "mean_recall", slice_: str = "all"):
+    return con.execute(
+        "SELECT window_start::DATE, decision, state, baseline_start::DATE FROM drift_events "
+        "WHERE grain = 'day' AND slice = $s AND k = $k AND metric = $m ORDER BY window_start",
+        {"s": slice_, "k": k, "m": metric}).fetchall()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [5, 10])
+def test_demo_decline_opens_a_drop_on_slice_all_before_the_rebuild_and_resolves_after(demo, k):
+    path, world = demo
+    with connect(path, read_only=True) as con:
+        rows = episode_days(con, k=k)
+    opened = [day for day, decision, st, _ in rows if st == "opened"]
+    resolved = [day for day, _, st, _ in rows if st == "resolved"]
+    assert opened and opened[0] < world.rebuild_day
+    assert [d for d, decision, st, _ in rows if st == "opened"][0] in [
+        d for d, decision, _, _ in rows if decision == "drop"]
+    first_resolution = min(d for d in resolved if d > opened[0])
+    assert first_resolution >= world.rebuild_day
+    # the first week is the baseline; every window between opening and resolution is ongoing
+    assert [decision for _, decision, _, _ in rows[:7]] == ["baseline"] * 7
+    between = [st for day, _, st, _ in rows if opened[0] < day < first_resolution]
+    assert between and set(between) == {"ongoing"}
+
+
+@pytest.mark.slow
+def test_rerunning_drift_changes_no_row(demo_copy):
+    con, _ = demo_copy
+    before = snapshot(con)
+    summary = drift(con)
+    assert not summary.changed
+    assert snapshot(con) == before
+    assert not stale_drift(con, resolve(con))
+
+
+@pytest.mark.slow
+def test_reaggregating_a_day_voids_drift_from_that_day_on_and_run_rebuilds_it(demo_copy):
+    con, _ = demo_copy
+    before = con.sql("SELECT * FROM drift_events ORDER BY ALL").fetchall()
+    day = datetime(2026, 10, 12)
+    invalidate(con, "aggregate", [day])
+    left = con.sql("SELECT max(window_start) FROM drift_events").fetchall()[0][0]
+    assert left < day
+    assert con.sql("SELECT count(*) FROM drift_events WHERE window_start < '2026-10-12'"
+                   ).fetchall()[0][0] == sum(1 for r in before if r[0] < day)
+    assert stale_drift(con, resolve(con))
+    run(con)
+    assert con.sql("SELECT * FROM drift_events ORDER BY ALL").fetchall() == before
+
+
+@pytest.mark.slow
+def test_fixed_look_mode_flags_the_demo_decline_too(demo_copy):
+    con, world = demo_copy
+    put_in_force(con, resolve(con, drift_mode="fixed"))
+    assert stale_drift(con, resolve(con))
+    drift(con)
+    rows = episode_days(con)
+    assert any(st == "opened" and day < world.rebuild_day for day, _, st, _ in rows)
+    methods = {m for (m,) in con.sql("SELECT DISTINCT method FROM drift_events "
+                                     "WHERE decision NOT IN ('baseline')").fetchall()}
+    assert methods <= {"welch_cluster", "newcombe_cluster_wilson"}
+
+
+@pytest.mark.slow
+def test_rebaseline_ends_the_open_episode_and_restarts_the_baseline_on_that_day(demo_copy):
+    con, world = demo_copy
+    put_in_force(con, resolve(con, baselines={"all": "first:3@2026-10-15"}))
+    drift(con)
+    rows = {day: (decision, st, base) for day, decision, st, base in episode_days(con)}
+    assert rows[date(2026, 10, 15)][:2] == ("baseline", "resolved")
+    assert [rows[date(2026, 10, d)][0] for d in (15, 16, 17)] == ["baseline"] * 3
+    # from then on the slice is compared with its new baseline, the other slices are not
+    assert rows[date(2026, 10, 18)][2] == date(2026, 10, 15)
+    other = con.sql("SELECT DISTINCT baseline_start::DATE FROM drift_events WHERE slice = "
+                    "'index_version=idx-v1' AND baseline_start IS NOT NULL").fetchall()
+    assert other == [(date(2026, 10, 1),)]
+
+
+@pytest.mark.slow
+def test_pinned_index_baseline_compares_every_other_version_with_it(demo_copy):
+    con, world = demo_copy
+    put_in_force(con, resolve(con, baselines={"all": "index:idx-v1"}))
+    drift(con)
+    rows = episode_days(con)
+    v1_days = [r for r in rows if r[0] < world.rebuild_day]
+    v2_days = [r for r in rows if r[0] >= world.rebuild_day]
+    assert {decision for _, decision, _, _ in v1_days} == {"baseline"}
+    assert all(base == date(2026, 10, 1) for _, _, _, base in v2_days)
+
+
+@pytest.mark.slow
+def test_trailing_baseline_uses_the_windows_just_before(demo_copy):
+    con, _ = demo_copy
+    put_in_force(con, resolve(con, baselines={"*": "trailing:3"}))
+    drift(con)
+    rows = con.sql("SELECT window_start::DATE, baseline_start::DATE, baseline_end::DATE, state "
+                   "FROM drift_events WHERE slice = 'all' AND k = 5 AND metric = "
+                   "'mean_recall' AND baseline_start IS NOT NULL ORDER BY 1").fetchall()
+    quiet = [r for r in rows if r[3] == "none"]
+    assert quiet
+    for window, start, end, _ in quiet[:3]:
+        assert end == window and (end - start).days >= 3
+
+
+def test_a_window_too_small_to_see_the_detectable_drop_is_insufficient_not_stable(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden(f"g-{i}", [f"c{i}", f"d{i}"]) for i in range(5)])
+    records = []
+    for day in range(1, 13):
+        for i in range(5):
+            chunks = [f"c{i}", f"d{i}"] if (day + i) % 3 else [f"c{i}"]
+            records.append(request(f"r{day}-{i}", chunks, ts=f"2026-11-{day:02d}T10:00:00Z",
+                                   gold_id=f"g-{i}"))
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rows = con.sql("SELECT decision, min_detectable_delta, n_needed FROM drift_events "
+                   "WHERE slice = 'all' AND k = 5 AND metric = 'mean_recall' "
+                   "AND decision <> 'baseline'").fetchall()
+    assert len(rows) == 5
+    for decision, mdd, needed in rows:
+        assert decision == "insufficient"
+        assert mdd is None or mdd > 0.10
+        assert needed is None or needed > 5
+
+
+def test_drift_settings_are_checked_and_put_in_force_explicitly(con):
+    assert parse_baseline("first:7@2026-11-12") == Baseline("first", 7, since=date(2026, 11, 12))
+    assert parse_baseline("dates:2026-11-01..2026-11-08").until == date(2026, 11, 8)
+    for bad in ("first", "first:x", "trailing:0", "dates:2026-11-08..2026-11-01", "index:",
+                "weekly:3"):
+        with pytest.raises(RecallwatchError, match="baseline"):
+            parse_baseline(bad)
+    with pytest.raises(RecallwatchError, match="--drift-mode"):
+        resolve(con, drift_mode="sometimes")
+    with pytest.raises(RecallwatchError, match="--detectable-drop"):
+        resolve(con, drift_margin=0.2, detectable_drop=0.1)
+    with pytest.raises(RecallwatchError, match="--alert-k"):
+        resolve(con, alert_k=7)
+    config = resolve(con, drift_mode="fixed", baselines={"all": "trailing:14"})
+    assert resolve(con).drift_mode == "anytime"   # resolving saves nothing
+    put_in_force(con, config)
+    again = resolve(con)
+    assert again.drift_mode == "fixed"
+    assert again.baseline_for("all") == Baseline("trailing", 14)
+    assert again.baseline_for("tenant=acme") == Baseline("first", 7)
+    assert again.alert_cutoff == 10
+
+
+def test_drift_and_rebaseline_from_the_cli(run_cli, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r{d}", ["a", "b"], ts=f"2026-11-{d:02d}T10:00:00Z") for d in range(1, 10)])
+    assert run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+                   "--gold-version", "v1")[0] == 0
+    code, out, _ = run_cli("drift")
+    assert code == 0 and "drift_events:" in out and "(unchanged)" in out
+    code, out, _ = run_cli("drift", "rebaseline", "--slice", "all", "--from", "2026-11-05")
+    assert code == 0 and "first:7@2026-11-05" in out
+    code, out, _ = run_cli("drift")
+    assert code == 0 and "(unchanged)" not in out
+    code, out, err = run_cli("drift", "rebaseline", "--slice", "all")
+    assert code == 2 and "--from" in err
+    code, out, _ = run_cli("config", "--drift-mode", "fixed", "--baseline", "*=trailing:3")
+    assert code == 0 and "drift mode fixed" in out and "*=trailing:3" in out
+    code, _, err = run_cli("config", "--baseline", "trailing:3")
+    assert code == 2 and "SLICE=SPEC" in err
+    code, out, _ = run_cli("export", "drift_events", tmp_path / "drift.csv")
+    assert code == 0 and (tmp_path / "drift.csv").read_text().startswith("window_start")
