@@ -49,6 +49,7 @@ from pipeline.stats import (
     bernstein_bet,
     bernstein_log_evalue,
     bernstein_shift_needed,
+    change_weight,
     cluster_difference_interval,
     cluster_t_interval,
     cluster_wilson_interval,
@@ -67,6 +68,11 @@ SUMS_OF = {"mean_recall": "recall", "pass_rate": "pass", "full_coverage_rate": "
 # order of the pooled sums: n, G, total, sum S_g^2, sum S_g n_g, sum n_g^2, sum of session
 # means, sum of their squares
 N, G, TOTAL, CSQ, CROSS, SIZE_SQ, MSUM, MSQ = range(8)
+METHODS = {
+    ("fixed", True): "welch_cluster", ("fixed", False): "newcombe_cluster_wilson",
+    ("anytime", True): "e_detector_bernstein_cluster_t",
+    ("anytime", False): "e_detector_bernstein_cluster_wilson",
+}
 
 
 @dataclass(frozen=True)
@@ -83,15 +89,26 @@ class _Pool:
 
     key: tuple
     sums: np.ndarray = field(default_factory=lambda: np.zeros(8))
-    windows: list[datetime] = field(default_factory=list)
+    starts: list[datetime] = field(default_factory=list)
     ends: list[datetime] = field(default_factory=list)
     any_session: bool = False
 
-    def add(self, sums: np.ndarray, start: datetime, end: datetime, any_session: bool) -> None:
-        self.sums = self.sums + sums
-        self.windows.append(start)
-        self.ends.append(end)
-        self.any_session = self.any_session or any_session
+    def add(self, window: _Window) -> None:
+        self.sums = self.sums + window.sums
+        self.starts.append(window.start)
+        self.ends.append(window.end)
+        self.any_session = self.any_session or window.any_session
+
+
+@dataclass
+class _Detector:
+    """One direction of the anytime detector: log S at the decision boundary and on the grid
+    of differences, the window it (re)started at, and the sessions judged since."""
+
+    log_s: float = -math.inf
+    log_s_grid: np.ndarray | None = None   # None: nothing judged yet
+    start_t: int = 1
+    sessions: float = 0.0
 
 
 @dataclass
@@ -104,13 +121,35 @@ class _Series:
     complete: _Pool | None = None                  # the last complete baseline (carry-over)
     trailing: deque = field(default_factory=deque)
     pinned: _Pool | None = None
-    detector_key: tuple | None = None
-    detector_t: int = 0
-    log_s: dict = field(default_factory=dict)      # side -> log S (scalar) ; grid side -> array
-    sessions: float = 0.0                          # sessions judged since the detector started
+    segment: tuple | None = None                   # the baseline the detector runs against
+    t: int = 0                                     # windows judged in this segment
+    drop: _Detector = field(default_factory=_Detector)
+    rise: _Detector = field(default_factory=_Detector)
     episode: str | None = None                     # 'drop' | 'rise' while one is open
     episode_id: str | None = None
     last_version: str | None = None
+
+
+@dataclass(frozen=True)
+class _Window:
+    """One row of sql/drift_windows.sql for one metric."""
+
+    start: datetime
+    end: datetime
+    n: int
+    versions: tuple[str, ...]
+    version: str | None   # the newest version serving the window
+    any_session: bool
+    sums: np.ndarray
+
+
+@dataclass
+class _Item:
+    """A series' window being judged, and what it is compared with."""
+
+    series: _Series
+    window: _Window
+    pool: _Pool | None
 
 
 def drift(con, config: Config | None = None, *, start: datetime | None = None,
@@ -122,38 +161,38 @@ def drift(con, config: Config | None = None, *, start: datetime | None = None,
     Idempotent: re-running over the same window metrics changes no row."""
     config = given_or_resolved(con, config, settings)
     state.check_window(start, end)
-    tables = []
-    for grain in config.grains:
-        windows = run_script(con, "drift_windows", {"grain": grain}, as_arrow=True)
-        first_seen = dict(con.execute(
-            "SELECT index_version, min(timestamp) FROM requests GROUP BY ALL").fetchall())
-        tables.append(judge(windows, config, grain, first_seen, progress=progress))
-    table = pa.concat_tables(tables) if tables else None
+    first_seen = dict(con.execute(
+        "SELECT index_version, min(timestamp) FROM requests GROUP BY ALL").fetchall())
+    table = pa.concat_tables([
+        judge(run_script(con, "drift_windows", {"grain": grain}, as_arrow=True), config, grain,
+              first_seen, progress=progress)
+        for grain in config.grains])
     if start is not None or end is not None:
-        starts = table.column("window_start").to_pylist()
-        keep = [(start is None or s >= start) and (end is None or s < end) for s in starts]
-        table = table.filter(pa.array(keep))
+        keep = [(start is None or s >= start) and (end is None or s < end)
+                for s in table.column("window_start").to_pylist()]
+        table = table.filter(pa.array(keep, pa.bool_()))
+    bounds = {"start": start, "end": end}
+    where = "($start IS NULL OR window_start >= $start) AND ($end IS NULL OR window_start < $end)"
     with transaction(con):
         con.register("drift_batch", table)
-        bounds = {"start": start, "end": end}
-        where = ("($start IS NULL OR window_start >= $start) "
-                 "AND ($end IS NULL OR window_start < $end)")
         differs = con.execute(
             f"SELECT count(*) FROM ((SELECT * FROM drift_events WHERE {where}) "
             "EXCEPT ALL (SELECT * FROM drift_batch)) UNION ALL SELECT count(*) FROM "
             f"((SELECT * FROM drift_batch) EXCEPT ALL (SELECT * FROM drift_events WHERE {where}))",
             bounds).fetchall()
         changed = any(row[0] for row in differs)
-        if changed:
+        if changed:   # rows are replaced only when they differ: a re-run touches nothing
             con.execute(f"DELETE FROM drift_events WHERE {where}", bounds)
             con.execute("INSERT INTO drift_events BY NAME SELECT * FROM drift_batch")
         con.unregister("drift_batch")
-    column = table.column("state").to_pylist()
-    return DriftSummary(table.num_rows, column.count("opened"), column.count("resolved"),
+    states = table.column("state").to_pylist()
+    return DriftSummary(table.num_rows, states.count("opened"), states.count("resolved"),
                         changed)
 
 
 def built_with(config: Config, baseline: Baseline) -> str:
+    """The settings a drift row depends on, stored with it so that `run` re-judges when one
+    changes."""
     return (f"mode={config.drift_mode};margin={config.drift_margin};"
             f"detectable={config.detectable_drop};baseline={baseline.text};"
             f"alpha={DEFAULT_ALPHA};pass_mark={config.pass_mark}")
@@ -165,291 +204,319 @@ def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
           *, progress: Progress | None = None) -> pa.Table:
     """drift_events rows for every window of `windows` (sql/drift_windows.sql rows of one
     grain); `first_seen` maps each index version to its first request, so that a window
-    served by several versions belongs to the newest."""
+    served by several versions belongs to the newest. Windows are judged in time order, all
+    series of a window together."""
     cols = windows.to_pydict()
-    rows_at: dict[datetime, list[int]] = {}
+    by_time: dict[datetime, list[int]] = {}
+    by_series: dict[tuple, list[int]] = {}
     for i, start in enumerate(cols["window_start"]):
-        rows_at.setdefault(start, []).append(i)
+        by_time.setdefault(start, []).append(i)
+        by_series.setdefault(_series_key(cols, i), []).append(i)
     series: dict[tuple, _Series] = {}
-    out: list[dict] = []
-    times = sorted(rows_at)
+    rows: list[dict] = []
+    times = sorted(by_time)
     for step, when in enumerate(times):
         if progress:
             progress(f"drift by {grain}", step, len(times))
-        work = []
-        for i in rows_at[when]:
+        items = []
+        for i in by_time[when]:
             for metric in DRIFT_METRICS:
-                key = (cols["slice"][i], cols["route"][i], cols["k"][i],
-                       cols["gold_version"][i], metric)
+                key = (*_series_key(cols, i), metric)
                 if key not in series:
-                    series[key] = _Series(key, config.baseline_for(key[0]))
-                work.append((series[key], i, metric))
-        out.extend(_judge_window(work, cols, config, grain, first_seen))
+                    series[key] = _new_series(key, config, cols, by_series[key[:4]], first_seen)
+                items.append(_prepare(series[key], _window(cols, i, metric, first_seen)))
+        rows.extend(_judge_window(items, config, grain))
     if progress:
         progress(f"drift by {grain}", len(times), len(times))
-    return _as_table(out)
+    return pa.Table.from_pylist(rows, schema=_SCHEMA)
 
 
-def _sums(cols: dict, i: int, metric: str) -> np.ndarray:
+def _series_key(cols: dict, i: int) -> tuple:
+    return cols["slice"][i], cols["route"][i], cols["k"][i], cols["gold_version"][i]
+
+
+def _window(cols: dict, i: int, metric: str, first_seen: dict) -> _Window:
     prefix = SUMS_OF[metric]
-    return np.array([cols["n"][i], cols["n_clusters"][i], cols[f"{prefix}_sum"][i],
+    versions = tuple(cols["index_versions"][i] or ())
+    newest = max(versions, key=lambda v: (first_seen.get(v) or datetime.min, v), default=None)
+    sums = np.array([cols["n"][i], cols["n_clusters"][i], cols[f"{prefix}_sum"][i],
                      cols[f"{prefix}_cluster_sq"][i], cols[f"{prefix}_cluster_cross"][i],
                      cols["size_sq"][i], cols[f"{prefix}_mean_sum"][i],
                      cols[f"{prefix}_mean_sq"][i]], dtype=float)
+    return _Window(cols["window_start"][i], cols["window_end"][i], cols["n"][i], versions,
+                   newest, bool(cols["any_session"][i]), sums)
 
 
-def _version(cols: dict, i: int, first_seen: dict) -> str | None:
-    versions = cols["index_versions"][i] or []
-    if not versions:
-        return None
-    return max(versions, key=lambda v: (first_seen.get(v) or datetime.min, v))
+def _new_series(key: tuple, config: Config, cols: dict, rows: list[int],
+                first_seen: dict) -> _Series:
+    """A series seen for the first time; a pinned baseline pools its member windows now."""
+    series = _Series(key, config.baseline_for(key[0]))
+    if series.baseline.kind in ("dates", "index"):
+        pool = _Pool(("pinned",))
+        for i in rows:
+            window = _window(cols, i, key[4], first_seen)
+            if window.n > 0 and _pinned_member(series.baseline, window):
+                pool.add(window)
+        series.pinned = pool if pool.starts else None
+    return series
 
 
-def _comparator(s: _Series, cols: dict, i: int, version: str | None,
-                all_rows: dict | None = None) -> tuple[_Pool | None, tuple | None]:
-    """The baseline window i is compared with (None while none exists) and the detector it
-    belongs to."""
-    b = s.baseline
-    start = cols["window_start"][i]
-    if b.kind == "first":
-        epoch = 1 if b.since is not None and start.date() >= b.since else 0
-        own = s.pools.get((epoch, version))
-        if own is not None and len(own.windows) >= b.windows:
-            return own, own.key
-        carry = s.complete if s.complete is not None and s.complete.key[0] == epoch else None
-        return carry, (carry.key if carry else None)
-    if b.kind == "trailing":
-        if len(s.trailing) < b.windows or any(v != version for v, _ in s.trailing):
-            return None, None
-        pool = _Pool(("trailing", version))
-        for _, (sums, w_start, w_end, session) in s.trailing:
-            pool.add(sums, w_start, w_end, session)
-        return pool, pool.key
-    return s.pinned, ("pinned",) if s.pinned is not None else None
-
-
-def _is_pinned_member(b: Baseline, cols: dict, i: int) -> bool:
+def _pinned_member(b: Baseline, window: _Window) -> bool:
     if b.kind == "dates":
-        return b.since <= cols["window_start"][i].date() < b.until
-    if b.kind == "index":
-        return list(cols["index_versions"][i] or []) == [b.version]
-    return False
+        return b.since <= window.start.date() < b.until
+    return b.kind == "index" and window.versions == (b.version,)
 
 
-def _judge_window(work: list, cols: dict, config: Config, grain: str,
-                  first_seen: dict) -> list[dict]:
-    alpha = DEFAULT_ALPHA
-    # pinned baselines pool every member window up front
-    for s, _, metric in work:
-        if s.baseline.kind in ("dates", "index") and s.pinned is None:
-            s.pinned = _Pool(("pinned",))
-            for j in range(len(cols["window_start"])):
-                if ((cols["slice"][j], cols["route"][j], cols["k"][j], cols["gold_version"][j])
-                        == s.key[:4] and cols["n"][j] > 0
-                        and _is_pinned_member(s.baseline, cols, j)):
-                    s.pinned.add(_sums(cols, j, metric), cols["window_start"][j],
-                                 cols["window_end"][j], bool(cols["any_session"][j]))
-            if not s.pinned.windows:
-                s.pinned = None
-
-    items = []
-    for s, i, metric in work:
-        version = _version(cols, i, first_seen)
-        pool, detector_key = _comparator(s, cols, i, version)
-        member_only = (s.baseline.kind in ("dates", "index")
-                       and _is_pinned_member(s.baseline, cols, i))
-        if member_only:
-            pool, detector_key = None, None
-        if detector_key != s.detector_key and detector_key is not None:
-            s.detector_key, s.detector_t, s.log_s, s.sessions = detector_key, 0, {}, 0.0
-        items.append((s, i, metric, version, pool))
-
-    judged = [it for it in items if it[4] is not None and cols["n"][it[1]] > 0]
-    results = _test(judged, cols, config, alpha) if judged else {}
-
-    # many slices: control false discoveries within each window x route x k x gold x metric
-    families: dict[tuple, list[int]] = {}
-    for idx, (s, _, _, _, _) in enumerate(judged):
-        families.setdefault((s.key[1], s.key[2], s.key[3], s.key[4]), []).append(idx)
-    drop = np.zeros(len(judged), dtype=bool)
-    rise = np.zeros(len(judged), dtype=bool)
-    if judged:
-        for members in families.values():
-            m = np.array(members)
-            if config.drift_mode == "fixed":
-                drop[m] = benjamini_hochberg(2.0 * results["p_drop"][m], alpha)
-                rise[m] = benjamini_hochberg(2.0 * results["p_rise"][m], alpha)
-            else:
-                drop[m] = e_benjamini_hochberg(results["e_drop"][m], alpha / 4)
-                rise[m] = e_benjamini_hochberg(results["e_rise"][m], alpha / 4)
-
-    rows = []
-    position = {id(it[0]): idx for idx, it in enumerate(judged)}
-    for s, i, metric, version, pool in items:
-        idx = position.get(id(s))
-        rows.append(_row(s, i, metric, version, pool, idx, results, drop, rise, cols, config,
-                         grain))
-    return rows
+def _epoch(b: Baseline, window: _Window) -> int:
+    """1 from the day a person re-baselined on, else 0: baselines never reach across it."""
+    return 1 if b.since is not None and window.start.date() >= b.since else 0
 
 
-def _interval_of(sums: np.ndarray, metric: str, any_session: bool, alpha) -> Interval:
-    n, g, total, csq, cross, size_sq = (sums[..., j] for j in range(6))
-    if metric == "mean_recall":
-        return cluster_t_interval(n, g, total, csq, cross, size_sq, alpha)
-    plain = wilson_interval(total, n, alpha)
-    clustered = cluster_wilson_interval(n, g, total, csq, cross, size_sq, alpha)
-    return Interval(np.where(any_session, clustered.low, plain.low),
-                    np.where(any_session, clustered.high, plain.high))
+def _prepare(s: _Series, window: _Window) -> _Item:
+    """The baseline `window` is compared with (None while none exists); restarts the detector
+    when that baseline differs from the one it ran against."""
+    b = s.baseline
+    pool: _Pool | None = None
+    if b.kind == "first":
+        epoch = _epoch(b, window)
+        own = s.pools.get((epoch, window.version))
+        if own is not None and len(own.starts) >= b.windows:
+            pool = own
+        elif s.complete is not None and s.complete.key[0] == epoch:
+            pool = s.complete   # the previous version's, until this one's has formed
+    elif b.kind == "trailing":
+        recent = list(s.trailing)
+        if len(recent) == b.windows and all(v == window.version for v, _ in recent):
+            pool = _Pool(("trailing", window.version))
+            for _, member in recent:
+                pool.add(member)
+    elif not _pinned_member(b, window):
+        pool = s.pinned
+    if pool is not None and pool.key != s.segment:
+        s.segment, s.t, s.drop, s.rise = pool.key, 0, _Detector(), _Detector()
+    return _Item(s, window, pool)
+
+
+def _judge_window(items: list[_Item], config: Config, grain: str) -> list[dict]:
+    """Rows for every series of one window: test those with a baseline and data, control false
+    discoveries across slices, then update each series' episode and baseline."""
+    judged = [it for it in items if it.pool is not None and it.window.n > 0]
+    tests = _Tests.of(judged, config) if judged else None
+    where = {id(it): j for j, it in enumerate(judged)}
+    return [_row(it, where.get(id(it)), tests, config, grain) for it in items]
+
+
+def _interval_of(sums: np.ndarray, is_mean: np.ndarray, any_session: np.ndarray,
+                 alpha) -> Interval:
+    """Each group's own interval: cluster-robust t for mean recall, (cluster-)Wilson for a
+    rate, as in window_metrics."""
+    n, g, total, csq, cross, size_sq = (sums[:, j] for j in range(6))
+    low = np.full(len(sums), np.nan)
+    high = np.full(len(sums), np.nan)
+    if is_mean.any():
+        mean = cluster_t_interval(n, g, total, csq, cross, size_sq, alpha)
+        low = np.where(is_mean, mean.low, low)
+        high = np.where(is_mean, mean.high, high)
+    if not is_mean.all():
+        with np.errstate(all="ignore"):
+            plain = wilson_interval(total, n, alpha)
+            clustered = (cluster_wilson_interval(n, g, total, csq, cross, size_sq, alpha)
+                         if any_session.any() else plain)
+        low = np.where(is_mean, low, np.where(any_session, clustered.low, plain.low))
+        high = np.where(is_mean, high, np.where(any_session, clustered.high, plain.high))
+    return Interval(low, high)
 
 
 def _session_var(sums: np.ndarray) -> np.ndarray:
-    g = np.maximum(sums[..., G], 1.0)
-    return np.maximum(sums[..., MSQ] / g - (sums[..., MSUM] / g) ** 2, 0.0)
+    g = np.maximum(sums[:, G], 1.0)
+    return np.maximum(sums[:, MSQ] / g - (sums[:, MSUM] / g) ** 2, 0.0)
 
 
-def _test(judged: list, cols: dict, config: Config, alpha: float) -> dict:
-    """Vectorized over the series judged at this window: values, the fixed-look interval and
-    p-values, the anytime detector's e-values and interval, and the power figures."""
+@dataclass
+class _Tests:
+    """Everything tested at one window, one entry per judged series (vectorized)."""
+
+    delta: np.ndarray
+    fixed_low: np.ndarray     # the window alone vs its baseline, level 1 - alpha
+    fixed_high: np.ndarray
+    low: np.ndarray           # the row's interval (fixed, or the anytime detector's)
+    high: np.ndarray
+    drop: np.ndarray          # discoveries after BH / e-BH across slices
+    rise: np.ndarray
+    evidence: np.ndarray
+    mdd: np.ndarray
+    need: np.ndarray
+    method: list[str]
+    # anytime only: per series and direction, the detector carried on and restarted here
+    carried: list = field(default_factory=list)
+    restarted: list = field(default_factory=list)
+    restarted_low: np.ndarray | None = None
+    restarted_high: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, judged: list[_Item], config: Config) -> _Tests:
+        alpha = DEFAULT_ALPHA
+        base = np.array([it.pool.sums for it in judged])
+        win = np.array([it.window.sums for it in judged])
+        base_session = np.array([it.pool.any_session for it in judged])
+        win_session = np.array([it.window.any_session for it in judged])
+        is_mean = np.array([it.series.key[4] == "mean_recall" for it in judged])
+        families: dict[tuple, list[int]] = {}
+        for j, it in enumerate(judged):   # the slices of one route x k x gold x metric
+            families.setdefault(it.series.key[1:], []).append(j)
+        fixed = _fixed_look(base, win, base_session, win_session, is_mean, config, alpha)
+        mode = config.drift_mode
+        method = [METHODS[(mode, bool(mean))] for mean in is_mean]
+        if mode == "fixed":
+            drop = _per_family(families, lambda m: benjamini_hochberg(2 * fixed["p_drop"][m],
+                                                                      alpha))
+            rise = _per_family(families, lambda m: benjamini_hochberg(2 * fixed["p_rise"][m],
+                                                                      alpha))
+            return cls(fixed["delta"], fixed["low"], fixed["high"], fixed["low"], fixed["high"],
+                       drop, rise, np.where(fixed["delta"] < 0, fixed["p_drop"],
+                                            fixed["p_rise"]),
+                       fixed["mdd"], fixed["need"], method)
+        seq = _anytime(judged, base, win, base_session, is_mean, families, config, alpha)
+        drop = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_drop"][m], alpha / 4))
+        rise = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_rise"][m], alpha / 4))
+        return cls(fixed["delta"], fixed["low"], fixed["high"], seq["low"], seq["high"], drop,
+                   rise, np.where(fixed["delta"] < 0, seq["e_drop"], seq["e_rise"]), seq["mdd"],
+                   seq["need"], method, seq["carried"], seq["restarted"], seq["restarted_low"],
+                   seq["restarted_high"])
+
+
+def _per_family(families: dict, decide) -> np.ndarray:
+    size = sum(len(members) for members in families.values())
+    out = np.zeros(size, dtype=bool)
+    for members in families.values():
+        m = np.array(members)
+        out[m] = decide(m)
+    return out
+
+
+def _fixed_look(base, win, base_session, win_session, is_mean, config: Config,
+                alpha: float) -> dict:
+    """The interval of (window - baseline) at level 1 - alpha, one-sided p-values against the
+    margin, and the drop a window like this one detects with 80 % power."""
     margin = config.drift_margin
-    base = np.array([it[4].sums for it in judged])
-    win = np.array([_sums(cols, it[1], it[2]) for it in judged])
-    base_session = np.array([it[4].any_session for it in judged])
-    win_session = np.array([bool(cols["any_session"][it[1]]) for it in judged])
-    is_mean = np.array([it[2] == "mean_recall" for it in judged])
     value = win[:, TOTAL] / win[:, N]
-    base_value = base[:, TOTAL] / np.where(base[:, N] > 0, base[:, N], np.nan)
+    base_value = base[:, TOTAL] / base[:, N]
     delta = value - base_value
-    m = len(judged)
+    mean_diff = cluster_difference_interval(tuple(base[:, :6].T), tuple(win[:, :6].T), alpha)
 
-    # fixed look: the interval of the difference and one-sided p-values against the margin
-    diff = cluster_difference_interval(tuple(base[:, :6].T), tuple(win[:, :6].T), alpha)
-    se_mean = np.asarray(diff.se, dtype=float)
-    df = np.asarray(diff.df, dtype=float)
-    z = float(sp.norm.isf(alpha / 2))
-
-    def rate_interval(a):
+    def rates_at(a):
         return hybrid_difference_interval(
-            base_value, _interval_of(base, "pass_rate", base_session, a),
-            value, _interval_of(win, "pass_rate", win_session, a))
+            base_value, _interval_of(base, np.zeros_like(is_mean), base_session, a),
+            value, _interval_of(win, np.zeros_like(is_mean), win_session, a))
 
-    rates = rate_interval(alpha)
-    low = np.where(is_mean, diff.low, rates.low)
-    high = np.where(is_mean, diff.high, rates.high)
+    rates = rates_at(alpha)
+    low = np.where(is_mean, mean_diff.low, rates.low)
+    high = np.where(is_mean, mean_diff.high, rates.high)
+    se = np.asarray(mean_diff.se, dtype=float)
+    df = np.where(np.isnan(np.asarray(mean_diff.df, dtype=float)), 1e6, mean_diff.df)
     with np.errstate(divide="ignore", invalid="ignore"):
-        df_ok = np.where(np.isnan(df), 1e6, df)
-        t_drop = (delta + margin) / se_mean
-        t_rise = (delta - margin) / se_mean
-        p_drop_mean = np.where(se_mean > 0, sp.t.cdf(t_drop, df_ok),
-                               np.where(delta < -margin, 0.0, 1.0))
-        p_rise_mean = np.where(se_mean > 0, sp.t.sf(t_rise, df_ok),
-                               np.where(delta > margin, 0.0, 1.0))
-    p_drop_rate = _one_sided_p(rate_interval, delta, -margin, "high")
-    p_rise_rate = _one_sided_p(rate_interval, delta, margin, "low")
-    p_drop = np.where(is_mean, p_drop_mean, p_drop_rate)
-    p_rise = np.where(is_mean, p_rise_mean, p_rise_rate)
-    p_drop = np.where(np.isnan(low), np.nan, p_drop)
-    p_rise = np.where(np.isnan(low), np.nan, p_rise)
-    se_fixed = np.where(is_mean, se_mean, (rates.high - rates.low) / (2 * z))
-    q_fixed = np.where(is_mean, sp.t.isf(alpha / 2, df_ok), z)
-    mdd_fixed = margin + (q_fixed + Z_POWER) * se_fixed
-    # the window's own share of the variance, for the requests it would need
-    win_alone = _interval_of(win, "pass_rate", win_session, alpha)
-    win_mean_alone = _interval_of(win, "mean_recall", win_session, alpha)
-    base_mean_alone = _interval_of(base, "mean_recall", base_session, alpha)
-    base_rate_alone = _interval_of(base, "pass_rate", base_session, alpha)
-    v_win = (np.where(is_mean, win_mean_alone.high - win_mean_alone.low,
-                      win_alone.high - win_alone.low) / (2 * z)) ** 2
-    v_base = (np.where(is_mean, base_mean_alone.high - base_mean_alone.low,
-                       base_rate_alone.high - base_rate_alone.low) / (2 * z)) ** 2
-    se_needed = (config.detectable_drop - margin) / (q_fixed + Z_POWER)
+        p_drop = np.where(se > 0, sp.t.cdf((delta + margin) / se, df),
+                          np.where(delta < -margin, 0.0, 1.0))
+        p_rise = np.where(se > 0, sp.t.sf((delta - margin) / se, df),
+                          np.where(delta > margin, 0.0, 1.0))
+    if config.drift_mode == "fixed" and not is_mean.all():   # only fixed mode reads them
+        p_drop = np.where(is_mean, p_drop, _one_sided_p(rates_at, delta, -margin, "high"))
+        p_rise = np.where(is_mean, p_rise, _one_sided_p(rates_at, delta, margin, "low"))
+    undefined = np.isnan(low)
+    z = float(sp.norm.isf(alpha / 2))
+    quantile = np.where(is_mean, sp.t.isf(alpha / 2, df), z)
+    se = np.where(is_mean, se, (rates.high - rates.low) / (2 * z))
+    mdd = margin + (quantile + Z_POWER) * se
+    # requests needed: the window's share of the variance shrinks as 1/n, the baseline's stays
+    v_win = _half_width(_interval_of(win, is_mean, win_session, alpha), z) ** 2
+    v_base = _half_width(_interval_of(base, is_mean, base_session, alpha), z) ** 2
     with np.errstate(divide="ignore", invalid="ignore"):
-        room = se_needed ** 2 - v_base
-        need_fixed = np.where(room > 0, np.ceil(win[:, N] * v_win / room), np.nan)
+        room = ((config.detectable_drop - margin) / (quantile + Z_POWER)) ** 2 - v_base
+        need = np.where(room > 0, np.ceil(win[:, N] * v_win / room), np.nan)
+    return {"delta": delta, "low": low, "high": high, "mdd": mdd, "need": need,
+            "p_drop": np.where(undefined, np.nan, p_drop),
+            "p_rise": np.where(undefined, np.nan, p_rise)}
 
-    result = {"value": value, "base_value": base_value, "delta": delta, "p_drop": p_drop,
-              "p_rise": p_rise, "fixed_low": low, "fixed_high": high}
-    if config.drift_mode == "fixed":
-        result.update(low=low, high=high, mdd=mdd_fixed, need=need_fixed,
-                      method=np.where(is_mean, "welch_cluster", "newcombe_cluster_wilson"),
-                      evidence=np.where(delta < 0, p_drop, p_rise))
-        return result
 
-    # anytime: the detector, restarted whenever the baseline changes
-    t = np.array([it[0].detector_t + 1 for it in judged], dtype=float)
-    trailing = np.array([it[0].baseline.kind == "trailing" for it in judged])
+def _half_width(interval: Interval, z: float) -> np.ndarray:
+    return (np.asarray(interval.high) - np.asarray(interval.low)) / (2 * z)
+
+
+def _anytime(judged: list[_Item], base, win, base_session, is_mean, families: dict,
+             config: Config, alpha: float) -> dict:
+    """The detector's e-values against baseline-lower-bound - margin (drops) and
+    baseline-upper-bound + margin (rises), its interval of ruled-in differences, and the drop
+    it detects with 80 % power. Detector states are proposed here and committed by `_row`."""
+    margin = config.drift_margin
+    t = np.array([it.series.t + 1 for it in judged], dtype=float)
+    trailing = np.array([it.series.baseline.kind == "trailing" for it in judged])
+    # a frozen baseline's interval is one look; a trailing one moves every window and spends
+    # alpha/2 over them
     base_alpha = np.where(trailing, alpha / 2 / (t * (t + 1)), alpha / 2)
-    bounds = _interval_of(base, "mean_recall", base_session, base_alpha)
-    rate_bounds = _interval_of(base, "pass_rate", base_session, base_alpha)
-    lower = np.where(is_mean, bounds.low, rate_bounds.low)
-    upper = np.where(is_mean, bounds.high, rate_bounds.high)
-    lower = np.where(np.isnan(lower), 0.0, lower)
-    upper = np.where(np.isnan(upper), 1.0, upper)
+    bounds = _interval_of(base, is_mean, base_session, base_alpha)
+    lower = np.nan_to_num(np.asarray(bounds.low, dtype=float), nan=0.0)
+    upper = np.nan_to_num(np.asarray(bounds.high, dtype=float), nan=1.0)
+    base_value = base[:, TOTAL] / base[:, N]
     base_var = _session_var(base)
-    target = np.maximum(config.detectable_drop - margin - (base_value - lower), 0.01)
-    lam = bernstein_bet(target, base_var)
+    slack = margin + (base_value - lower)   # how far below the estimate the drop boundary is
+    lam = bernstein_bet(np.maximum(config.detectable_drop - slack, 0.01), base_var)
     log_threshold = math.log(4.0 / alpha)
     grid = np.union1d(GRID, [-margin, margin])
-    e_drop = np.empty(m)
-    e_rise = np.empty(m)
-    # per side: the detector carried on, and restarted at this window (used when the window
-    # ends an episode in that direction, so its interval no longer carries the old evidence)
-    bounds_of = {"drop": (np.empty(m), np.empty(m)), "rise": (np.empty(m), np.empty(m))}
-    pending = []
-    for j, it in enumerate(judged):
-        s = it[0]
-        g_w, a_w, b_w = win[j, G], win[j, MSUM], win[j, MSQ]
-        states = {}
-        for side, bound, sign in (("drop", lower[j], -1.0), ("rise", upper[j], 1.0)):
-            exact = bernstein_log_evalue(bound + sign * margin, g_w, a_w, b_w, lam[j], side)
-            log_s, log_m = mixture_update(s.log_s.get(side, -np.inf), exact, t[j])
-            fresh_s, _ = mixture_update(-np.inf, exact, t[j])
-            (e_drop if side == "drop" else e_rise)[j] = math.exp(min(float(log_m), 700.0))
-            on_grid = bernstein_log_evalue(bound + grid, g_w, a_w, b_w, lam[j], side)
-            carried = s.log_s.get(side + "_grid", np.full(grid.size, -np.inf))
-            for which, start_from in enumerate((carried, np.full(grid.size, -np.inf))):
-                log_sg, log_mg = mixture_update(start_from, on_grid, t[j])
-                ruled_out = log_mg >= log_threshold
-                if side == "drop":
-                    edge = grid[ruled_out].min() if ruled_out.any() else 1.0
-                    edge = min(edge, 1.0 - lower[j])
-                else:
-                    edge = grid[ruled_out].max() if ruled_out.any() else -1.0
-                    edge = max(edge, -upper[j])
-                bounds_of[side][which][j] = edge
-                states[(side, which)] = (float(log_s) if which == 0 else float(fresh_s), log_sg)
-        pending.append(states)
-        s.detector_t += 1
-    d_high, fresh_high = bounds_of["drop"]
-    d_low, fresh_low = bounds_of["rise"]
-    # power: a drop this large, present since the detector started, has reached the threshold
-    # by now with 80 % probability (the change-at-start term alone, weight 1/2, with the worst
-    # e-BH rank; the other terms only add evidence)
-    families = {}
-    for it in judged:
-        families[it[0].key[1:]] = families.get(it[0].key[1:], 0) + 1
-    m_family = np.array([families[it[0].key[1:]] for it in judged], dtype=float)
-    log_level = math.log(4.0 / alpha) + np.log(m_family) + math.log(2.0)
-    sessions = np.array([it[0].sessions for it in judged]) + win[:, G]
-    for it, g_w in zip(judged, win[:, G], strict=True):
-        it[0].sessions += g_w
+    m = len(judged)
+    fresh = np.full((m, grid.size), -math.inf)
+    out: dict = {}
+    proposed = {}
+    for side, bound, sign in (("drop", lower, -1.0), ("rise", upper, 1.0)):
+        detectors = [getattr(it.series, side) for it in judged]
+        exact = bernstein_log_evalue(bound + sign * margin, win[:, G], win[:, MSUM], win[:, MSQ],
+                                     lam, side)
+        on_grid = bernstein_log_evalue(bound[:, None] + grid, win[:, G, None],
+                                       win[:, MSUM, None], win[:, MSQ, None], lam[:, None], side)
+        carried_grid = np.array([fresh[0] if d.log_s_grid is None else d.log_s_grid
+                                 for d in detectors])
+        for which, (log_s, log_s_grid) in enumerate((
+                (np.array([d.log_s for d in detectors]), carried_grid),
+                (np.full(m, -math.inf), fresh))):
+            new_s, log_m = mixture_update(log_s, exact, t)
+            new_grid, log_m_grid = mixture_update(log_s_grid, on_grid, t[:, None])
+            ruled_out = log_m_grid >= log_threshold
+            if side == "drop":   # the smallest difference ruled out bounds it from above
+                edge = np.minimum(np.where(ruled_out, grid, np.inf).min(axis=1), 1.0 - lower)
+            else:
+                edge = np.maximum(np.where(ruled_out, grid, -np.inf).max(axis=1), -upper)
+            name = "high" if side == "drop" else "low"
+            if which == 0:
+                out["e_" + side] = np.exp(np.minimum(log_m, 700.0))
+                out[name] = edge
+            else:
+                out["restarted_" + name] = edge
+            start_t = [d.start_t for d in detectors] if which == 0 else t.astype(int).tolist()
+            sessions = (np.array([d.sessions for d in detectors]) if which == 0
+                        else np.zeros(m)) + win[:, G]
+            proposed[(side, which)] = [
+                _Detector(float(new_s[j]), new_grid[j], int(start_t[j]), float(sessions[j]))
+                for j in range(m)]
+    carried = [{side: proposed[(side, 0)][j] for side in ("drop", "rise")} for j in range(m)]
+    restarted = [{side: proposed[(side, 1)][j] for side in ("drop", "rise")} for j in range(m)]
+    # power: a drop this large, present since the drop detector (re)started, has reached the
+    # threshold by now with 80 % probability — from the change-at-start term alone (weight
+    # w_start) at the worst e-BH rank; every other term only adds evidence
+    family_size = np.array([len(families[it.series.key[1:]]) for it in judged], dtype=float)
+    start_t = np.array([c["drop"].start_t for c in carried], dtype=float)
+    sessions = np.array([c["drop"].sessions for c in carried])
+    log_level = log_threshold + np.log(family_size) - np.log(change_weight(start_t))
     win_var = np.where(win[:, G] >= 2, _session_var(win), base_var)
     shift = bernstein_shift_needed(lam, win_var, sessions, log_level)
-    noise = Z_POWER * np.sqrt(win_var / np.maximum(sessions, 1.0))
-    slack = margin + (base_value - lower)
-    mdd = slack + shift + noise
+    mdd = slack + shift + Z_POWER * np.sqrt(win_var / np.maximum(sessions, 1.0))
     total = _sessions_needed(lam, win_var, log_level, config.detectable_drop - slack)
     need = np.ceil(np.maximum(total - sessions, 0.0) * win[:, N] / np.maximum(win[:, G], 1.0))
-    result.update(low=d_low, high=d_high, mdd=mdd, need=need, pending=pending,
-                  fresh_low=fresh_low, fresh_high=fresh_high,
-                  method=np.where(is_mean, "e_detector_bernstein_cluster_t",
-                                  "e_detector_bernstein_cluster_wilson"),
-                  e_drop=e_drop, e_rise=e_rise, evidence=np.where(delta < 0, e_drop, e_rise))
-    return result
+    return {**out, "mdd": mdd, "need": need, "carried": carried, "restarted": restarted}
 
 
 def _sessions_needed(lam, var, log_level, room) -> np.ndarray:
-    """The sessions a window would need so that a drop `room` beyond the boundary is detected
-    with 80 % power (bisection on log G); NaN where no size would do."""
+    """The sessions (pooled since the detector started) at which a drop `room` beyond the
+    boundary reaches the detector's threshold with 80 % power (bisection on log G); NaN where no
+    number would do with this bet."""
     room = np.asarray(room, dtype=float)
     lo = np.zeros_like(room)
     hi = np.full_like(room, math.log(1e10))
@@ -491,124 +558,114 @@ def _episode_id(key: tuple, grain: str, start: datetime, kind: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _row(s: _Series, i: int, metric: str, version, pool, idx, results, drop, rise, cols,
-         config: Config, grain: str) -> dict:
+def _row(it: _Item, j: int | None, tests: _Tests | None, config: Config, grain: str) -> dict:
+    """The drift_events row of one series' window; moves the series' episode, detector and
+    baseline on."""
+    s, window, pool = it.series, it.window, it.pool
     margin = config.drift_margin
-    start = cols["window_start"][i]
-    n = cols["n"][i]
+    metric = s.key[4]
     row = {
-        "window_start": start, "window_end": cols["window_end"][i], "grain": grain,
+        "window_start": window.start, "window_end": window.end, "grain": grain,
         "slice": s.key[0], "route": s.key[1], "k": s.key[2], "gold_version": s.key[3],
-        "metric": metric, "index_version": version, "change_point": False, "n": n,
-        "baseline_start": None, "baseline_end": None, "baseline_n": None, "value": None,
+        "metric": metric, "index_version": window.version,
+        "change_point": s.last_version is not None and window.version != s.last_version,
+        "n": window.n, "baseline_start": None, "baseline_end": None, "baseline_n": None,
+        "value": float(window.sums[TOTAL] / window.n) if window.n else None,
         "baseline_value": None, "delta": None, "delta_low": None, "delta_high": None,
         "margin": margin, "method": "none", "evidence": None, "decision": "baseline",
         "state": "none", "episode_id": None, "min_detectable_delta": None, "n_needed": None,
         "built_with": built_with(config, s.baseline),
     }
-    row["change_point"] = s.last_version is not None and version != s.last_version
-    s.last_version = version
-    if n > 0:
-        sums = _sums(cols, i, metric)
-        row["value"] = float(sums[TOTAL] / sums[N])
-    resolved_by_rebaseline = False
+    s.last_version = window.version
     if pool is not None:
-        row.update(baseline_start=pool.windows[0], baseline_end=max(pool.ends),
+        row.update(baseline_start=pool.starts[0], baseline_end=max(pool.ends),
                    baseline_n=int(pool.sums[N]),
-                   baseline_value=float(pool.sums[TOTAL] / pool.sums[N]))
-        if idx is None:   # nothing scored in the window
-            row.update(decision="insufficient", method=_method(config, metric))
-        else:
-            delta = float(results["delta"][idx])
-            low, high = float(results["low"][idx]), float(results["high"][idx])
-            mdd = float(results["mdd"][idx])
-            need = float(results["need"][idx])
-            evidence = float(results["evidence"][idx])
-            row.update(delta=delta, delta_low=_finite(low), delta_high=_finite(high),
-                       method=str(results["method"][idx]), evidence=_finite(evidence),
-                       min_detectable_delta=_finite(mdd))
-            if bool(drop[idx]) and delta < 0:
-                decision = "drop"
-            elif bool(rise[idx]) and delta > 0:
-                decision = "rise"
-            elif math.isnan(mdd) or mdd > config.detectable_drop or math.isnan(low):
-                decision = "insufficient"
-            else:
-                decision = "stable"
-            if decision == "insufficient" and not math.isnan(need):
-                row["n_needed"] = int(need)
-            row["decision"] = decision
-    elif s.episode is not None:
-        resolved_by_rebaseline = True
-
-    # episodes: open on a drop or rise, end when the window alone shows the difference back
-    # within the margin
-    decision = row["decision"]
-    restart = None
-    if s.episode is None:
-        if decision in ("drop", "rise"):
-            s.episode = decision
-            s.episode_id = _episode_id(s.key, grain, start, decision)
-            row.update(state="opened", episode_id=s.episode_id)
-    else:
-        # back: the window alone shows, at level 1 - alpha, a difference within the margin
-        back = False
-        if idx is not None and pool is not None:
-            fixed_low = float(results["fixed_low"][idx])
-            fixed_high = float(results["fixed_high"][idx])
-            back = fixed_low > -margin if s.episode == "drop" else fixed_high < margin
-        if back or resolved_by_rebaseline:
-            row.update(state="resolved", episode_id=s.episode_id)
-            if decision == s.episode:   # the detector's old evidence, not this window's
-                row["decision"] = "stable"
-            restart = s.episode   # the detector restarts for that direction at this window
-            if idx is not None and "pending" in results:
-                if restart == "drop":
-                    row["delta_high"] = _finite(float(results["fresh_high"][idx]))
-                else:
-                    row["delta_low"] = _finite(float(results["fresh_low"][idx]))
-            s.episode, s.episode_id = None, None
-        else:
-            row.update(state="ongoing", episode_id=s.episode_id)
-    if idx is not None and "pending" in results:
+                   baseline_value=float(pool.sums[TOTAL] / pool.sums[N]),
+                   decision="insufficient",   # unless the window has data to judge
+                   method=METHODS[(config.drift_mode, metric == "mean_recall")])
+    if j is not None:
+        _decide(row, j, tests, config)
+    _follow_episode(s, row, j, tests, pool, margin, grain)
+    if j is not None and tests.carried:
+        s.t += 1
         for side in ("drop", "rise"):
-            which = 1 if row["state"] == "resolved" and side == restart else 0
-            s.log_s[side], s.log_s[side + "_grid"] = results["pending"][idx][(side, which)]
-    _grow_baseline(s, cols, i, metric, version, row)
+            restart = row["state"] == "resolved" and side == row["episode_kind"]
+            setattr(s, side, (tests.restarted if restart else tests.carried)[j][side])
+    row.pop("episode_kind", None)
+    _grow_baseline(s, window, row)
     return row
 
 
-def _method(config: Config, metric: str) -> str:
-    if config.drift_mode == "fixed":
-        return "welch_cluster" if metric == "mean_recall" else "newcombe_cluster_wilson"
-    return ("e_detector_bernstein_cluster_t" if metric == "mean_recall"
-            else "e_detector_bernstein_cluster_wilson")
+def _decide(row: dict, j: int, tests: _Tests, config: Config) -> None:
+    delta = float(tests.delta[j])
+    low, high = float(tests.low[j]), float(tests.high[j])
+    mdd, need = float(tests.mdd[j]), float(tests.need[j])
+    if tests.drop[j] and delta < 0:
+        decision = "drop"
+    elif tests.rise[j] and delta > 0:
+        decision = "rise"
+    elif math.isnan(mdd) or mdd > config.detectable_drop or math.isnan(tests.fixed_low[j]):
+        decision = "insufficient"
+    else:
+        decision = "stable"
+    row.update(delta=delta, delta_low=_finite(low), delta_high=_finite(high),
+               method=tests.method[j], evidence=_finite(float(tests.evidence[j])),
+               min_detectable_delta=_finite(mdd), decision=decision,
+               n_needed=int(need) if decision == "insufficient" and not math.isnan(need)
+               else None)
 
 
-def _grow_baseline(s: _Series, cols: dict, i: int, metric: str, version, row: dict) -> None:
+def _follow_episode(s: _Series, row: dict, j: int | None, tests: _Tests | None, pool,
+                    margin: float, grain: str) -> None:
+    """Open an episode on a drop or rise; end it at the first window whose own interval shows
+    the difference back within the margin, or where the slice was re-baselined."""
+    row["episode_kind"] = s.episode
+    if s.episode is None:
+        if row["decision"] in ("drop", "rise"):
+            s.episode = row["decision"]
+            s.episode_id = _episode_id(s.key, grain, row["window_start"], s.episode)
+            row.update(state="opened", episode_id=s.episode_id)
+        return
+    if j is not None:
+        back = (tests.fixed_low[j] > -margin if s.episode == "drop"
+                else tests.fixed_high[j] < margin)
+    else:
+        back = pool is None and row["value"] is not None   # re-baselined: nothing to compare
+    if not back:
+        row.update(state="ongoing", episode_id=s.episode_id)
+        return
+    row.update(state="resolved", episode_id=s.episode_id)
+    if j is not None and tests.carried:
+        # the interval restarts with the detector, without the episode's old evidence
+        if s.episode == "drop":
+            row["delta_high"] = _finite(float(tests.restarted_high[j]))
+        else:
+            row["delta_low"] = _finite(float(tests.restarted_low[j]))
+    if row["decision"] == s.episode:   # the detector's old evidence, not this window's
+        row["decision"] = "stable"
+    s.episode, s.episode_id = None, None
+
+
+def _grow_baseline(s: _Series, window: _Window, row: dict) -> None:
     """A window with data, served by one index version and outside any open episode, joins
     the baseline being formed."""
-    eligible = (cols["n"][i] > 0 and len(cols["index_versions"][i] or []) == 1
-                and row["state"] not in ("opened", "ongoing"))
-    if not eligible:
+    if window.n == 0 or len(window.versions) != 1 or row["state"] in ("opened", "ongoing"):
         return
     b = s.baseline
-    entry = (_sums(cols, i, metric), cols["window_start"][i], cols["window_end"][i],
-             bool(cols["any_session"][i]))
     if b.kind == "first":
-        epoch = 1 if b.since is not None and cols["window_start"][i].date() >= b.since else 0
-        pool = s.pools.setdefault((epoch, version), _Pool((epoch, version)))
-        if len(pool.windows) < b.windows:
-            pool.add(*entry)
-            if len(pool.windows) == b.windows:
+        key = (_epoch(b, window), window.version)
+        pool = s.pools.setdefault(key, _Pool(key))
+        if len(pool.starts) < b.windows:
+            pool.add(window)
+            if len(pool.starts) == b.windows:
                 s.complete = pool
     elif b.kind == "trailing":
-        s.trailing.append((version, entry))
+        s.trailing.append((window.version, window))
         while len(s.trailing) > b.windows:
             s.trailing.popleft()
 
 
-def _finite(x: float) -> float | None:
+def _finite(x: float | None) -> float | None:
     return None if x is None or math.isnan(x) or math.isinf(x) else x
 
 
@@ -624,7 +681,3 @@ _SCHEMA = pa.schema([
     ("episode_id", pa.string()), ("min_detectable_delta", pa.float64()),
     ("n_needed", pa.int64()), ("built_with", pa.string()),
 ])
-
-
-def _as_table(rows: list[dict]) -> pa.Table:
-    return pa.Table.from_pylist(rows, schema=_SCHEMA)
