@@ -22,9 +22,18 @@ from pipeline.stats import (
     ClusterStats,
     DifferenceInterval,
     Interval,
+    benjamini_hochberg,
+    bernstein_bet,
+    bernstein_log_evalue,
+    bernstein_psi,
+    bernstein_shift_needed,
     betting_confidence_sequence,
+    change_weight,
     clip_unit,
     cluster_difference_interval,
+    e_benjamini_hochberg,
+    hybrid_difference_interval,
+    mixture_update,
     cluster_sufficient_stats,
     cluster_t_interval,
     cluster_wilson_interval,
@@ -927,3 +936,141 @@ def test_plain_wilson_covers_its_level_without_sessions():
     x = rng.binomial(1000, 0.7, size=2000)
     low, high = wilson_interval(x, 1000)
     assert 0.935 <= float(np.mean((low <= 0.7) & (0.7 <= high))) <= 0.965
+
+
+# --- drift: hybrid differences, e-values, the change detector, BH / e-BH ----------------------
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_hybrid_interval_of_two_wilson_intervals_is_newcombe_and_matches_statsmodels(alpha):
+    cases = [(0, 10, 0, 10), (10, 10, 0, 10), (1, 1, 0, 1), (3, 7, 5, 9), (9, 10, 3, 10),
+             (120, 400, 97, 380)]
+    for x1, n1, x2, n2 in cases:
+        got = hybrid_difference_interval(x1 / n1, wilson_interval(x1, n1, alpha),
+                                         x2 / n2, wilson_interval(x2, n2, alpha))
+        want = confint_proportions_2indep(x2, n2, x1, n1, method="newcomb", compare="diff",
+                                          alpha=alpha)
+        assert_interval_close(got, want)
+        assert_interval_close(got, newcombe_difference_interval(x1, n1, x2, n2, alpha),
+                              tol=1e-12)
+
+
+def test_hybrid_interval_is_nan_where_either_interval_is():
+    got = hybrid_difference_interval(0.5, Interval(np.nan, np.nan), 0.4, Interval(0.3, 0.5))
+    assert math.isnan(got.low) and math.isnan(got.high)
+
+
+def test_fan_inequality_behind_the_bernstein_evalue_holds_on_a_fine_grid():
+    xi = np.linspace(-1.0, 1.0, 2001)[:, None]
+    lam = np.linspace(0.0, 0.999, 1000)[None, :]
+    assert np.all(np.exp(lam * xi - bernstein_psi(lam) * xi ** 2) <= 1.0 + lam * xi + 1e-12)
+
+
+@pytest.mark.parametrize("side", ["drop", "rise"])
+def test_bernstein_log_evalue_from_sums_equals_the_per_session_product(side):
+    rng = np.random.default_rng(3)
+    x = rng.beta(2, 1, size=57)
+    for c in (0.0, 0.3, 0.71, 1.0, -0.2, 1.3):
+        lam = 0.37
+        cc = min(max(c, 0.0), 1.0)
+        xi = (cc - x) if side == "drop" else (x - cc)
+        want = float(np.sum(lam * xi - bernstein_psi(lam) * xi ** 2))
+        got = bernstein_log_evalue(c, x.size, x.sum(), (x ** 2).sum(), lam, side)
+        assert got == pytest.approx(want, abs=1e-9)
+    assert bernstein_log_evalue(0.5, 0, 0.0, 0.0, 0.5, side) == 0.0
+
+
+@pytest.mark.parametrize("side, mean", [("drop", 0.7), ("rise", 0.7), ("drop", 0.02),
+                                        ("rise", 0.98)])
+def test_bernstein_evalue_has_expectation_at_most_one_at_the_boundary(side, mean):
+    rng = np.random.default_rng(11)
+    worlds, units = 200_000, 5
+    x = rng.binomial(1, mean, size=(worlds, units)).astype(float)   # the hardest law: two points
+    log_e = bernstein_log_evalue(mean, units, x.sum(axis=1), (x ** 2).sum(axis=1), 0.6, side)
+    e = np.exp(log_e)
+    assert e.mean() <= 1.0 + 4 * e.std() / math.sqrt(worlds)
+
+
+def test_bernstein_evalue_rejects_invalid_bets_and_sides():
+    with pytest.raises(ValueError, match="lam"):
+        bernstein_log_evalue(0.5, 3, 1.0, 0.5, 1.0, "drop")
+    with pytest.raises(ValueError, match="side"):
+        bernstein_log_evalue(0.5, 3, 1.0, 0.5, 0.5, "down")
+
+
+def test_bernstein_bet_maximizes_the_growth_per_unit_of_the_evalue():
+    for target, var in [(0.05, 0.08), (0.2, 0.01), (0.01, 0.2), (0.3, 0.0)]:
+        lam = np.linspace(0.0, 0.9, 90_001)
+        growth = lam * target - bernstein_psi(lam) * (var + target ** 2)
+        assert float(bernstein_bet(target, var)) == pytest.approx(lam[growth.argmax()], abs=2e-5)
+    assert float(bernstein_bet(0.0, 0.1)) == 0.0
+
+
+def test_shift_needed_is_the_root_where_the_evalue_reaches_the_level():
+    lam, var, count, level = 0.4, 0.07, 1500.0, 9.0
+    u = float(bernstein_shift_needed(lam, var, count, level))
+    assert count * (lam * u - bernstein_psi(lam) * (var + u * u)) == pytest.approx(level)
+    smaller = u * 0.99
+    assert count * (lam * smaller - bernstein_psi(lam) * (var + smaller ** 2)) < level
+    assert math.isnan(float(bernstein_shift_needed(lam, var, 10.0, level)))   # too few units
+
+
+def test_mixture_update_equals_the_explicit_mixture_over_change_starts():
+    rng = np.random.default_rng(5)
+    log_e = rng.normal(0.0, 1.5, size=40)
+    log_s = -np.inf
+    for t in range(1, log_e.size + 1):
+        log_s, log_m = mixture_update(log_s, log_e[t - 1], t)
+        explicit = sum(change_weight(j) * math.exp(log_e[j - 1:t].sum())
+                       for j in range(1, t + 1)) + 1.0 / (t + 1)
+        assert math.exp(log_m) == pytest.approx(explicit, rel=1e-9)
+    assert sum(change_weight(j) for j in range(1, 10_000)) == pytest.approx(1.0, abs=1e-4)
+
+
+def test_the_change_detector_never_alarms_on_more_than_alpha_of_null_paths():
+    rng = np.random.default_rng(17)
+    paths, steps, alpha, mean = 600, 2000, 0.05, 0.6
+    log_s = np.full(paths, -np.inf)
+    alarmed = np.zeros(paths, dtype=bool)
+    for t in range(1, steps + 1):
+        x = rng.binomial(1, mean, size=(paths, 3)).astype(float)
+        log_e = bernstein_log_evalue(mean, 3, x.sum(axis=1), x.sum(axis=1), 0.5, "drop")
+        log_s, log_m = mixture_update(log_s, log_e, t)
+        alarmed |= log_m >= math.log(1 / alpha)
+    assert alarmed.mean() <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / paths)
+
+
+def test_the_change_detector_finds_a_change_late_in_the_stream():
+    rng = np.random.default_rng(2)
+    log_s, first = -np.inf, None
+    for t in range(1, 400):
+        mean = 0.6 if t < 300 else 0.45
+        x = rng.binomial(1, mean, size=200).astype(float)
+        log_e = bernstein_log_evalue(0.6, 200, x.sum(), x.sum(), 0.3, "drop")
+        log_s, log_m = mixture_update(log_s, log_e, t)
+        if first is None and log_m >= math.log(20):
+            first = t
+    assert first is not None and 300 <= first <= 305
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=40), st.sampled_from([0.05, 0.1, 0.2]))
+def test_benjamini_hochberg_matches_statsmodels(p, level):
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.array(p)
+    assert benjamini_hochberg(p, level).tolist() == multipletests(p, level, "fdr_bh")[0].tolist()
+
+
+def test_e_bh_is_bh_on_the_reciprocal_e_values_and_ignores_nan():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        e = np.exp(rng.normal(1.0, 2.5, size=25))
+        want = multipletests(np.minimum(1 / e, 1.0), 0.1, "fdr_bh")[0]
+        assert e_benjamini_hochberg(e, 0.1).tolist() == want.tolist()
+    got = e_benjamini_hochberg(np.array([np.nan, 100.0, 1.0]), 0.05)
+    assert got.tolist() == [False, True, False]   # m = 2: 100 >= 2 / 0.05
+    assert benjamini_hochberg(np.array([np.nan, 0.01]), 0.05).tolist() == [False, True]
+    assert e_benjamini_hochberg(np.array([]), 0.05).size == 0
