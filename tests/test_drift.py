@@ -212,3 +212,32 @@ def test_drift_and_rebaseline_from_the_cli(run_cli, tmp_path):
     assert code == 2 and "SLICE=SPEC" in err
     code, out, _ = run_cli("export", "drift_events", tmp_path / "drift.csv")
     assert code == 0 and (tmp_path / "drift.csv").read_text().startswith("window_start")
+
+
+@pytest.mark.slow
+def test_run_sends_the_demo_episode_to_a_webhook_once_and_never_again(demo_copy, monkeypatch):
+    from test_alerts import HookServer
+
+    from pipeline.alerts import Channel
+
+    for name in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    con, world = demo_copy
+    server = HookServer()
+    try:
+        channel = Channel("webhook", url=server.url("/hook"), secret="s3cret")
+        now = datetime(2026, 10, 31, 6)
+        first = run(con, alert_channels=[channel], now=now)
+        bodies = [r.body for r in server.received]
+        assert first.alerts.failed == 0 and first.alerts.sent == len(bodies) > 0
+        opened = con.sql("SELECT count(*) FROM drift_events WHERE grain = 'day' AND k = 10 "
+                         "AND metric = 'mean_recall' AND state IN ('opened', 'resolved')"
+                         ).fetchall()[0][0]
+        assert len(bodies) == opened   # one message per opening or resolution, slice by slice
+        assert any(b'"slice": "all"' in b and b'"event": "opened"' in b for b in bodies)
+        before = snapshot(con)
+        second = run(con, alert_channels=[channel], now=now)
+        assert second.alerts.sent == 0 and len(server.received) == len(bodies)
+        assert snapshot(con) == before
+    finally:
+        server.stop()
