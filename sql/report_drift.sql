@@ -35,10 +35,20 @@ ORDER BY slice, window_start;
 -- Every episode of the scope, in all three metrics: the day it opened, the day it resolved
 -- (NULL while open), its direction (the decision that opened it), how many windows it held,
 -- the method of the window that opened it, and its worst window (the largest move in its
--- direction) with the interval of the difference.
+-- direction) with the interval of the difference; `quiet_since` is the slice's last day when
+-- the slice has had no windows since (an index version retired: nothing can resolve it).
 -- Grain: one row per slice x metric x episode_id, by day opened.
 -- Parameters: $route, $k, $gold_version.
-WITH episode_rows AS (
+WITH scope_rows AS (
+    SELECT slice, window_start FROM drift_events
+    WHERE grain = 'day' AND route = $route AND k = $k AND gold_version = $gold_version
+),
+last_days AS (
+    SELECT slice, max(window_start) AS last_day,
+           max(max(window_start)) OVER () AS scope_last_day
+    FROM scope_rows GROUP BY slice
+),
+episode_rows AS (
     SELECT *,
            first_value(decision) OVER (
                PARTITION BY slice, metric, episode_id ORDER BY window_start
@@ -56,8 +66,11 @@ SELECT slice, metric, episode_id, any_value(direction) AS direction,
        arg_min({'day': CAST(window_start AS DATE), 'delta': delta, 'low': delta_low,
                 'high': delta_high, 'n': n},
                CASE WHEN direction = 'rise' THEN -delta ELSE delta END)
-           FILTER (WHERE state IN ('opened', 'ongoing') AND delta IS NOT NULL) AS worst
+           FILTER (WHERE state IN ('opened', 'ongoing') AND delta IS NOT NULL) AS worst,
+       CAST(any_value(l.last_day) FILTER (WHERE l.last_day < l.scope_last_day) AS DATE)
+           AS quiet_since
 FROM episode_rows
+JOIN last_days l USING (slice)
 GROUP BY slice, metric, episode_id
 ORDER BY opened, slice <> 'all', slice, metric, episode_id;
 

@@ -277,6 +277,25 @@ def test_episode_table_lists_each_episode_with_its_days_in_every_metric(section,
     assert '<td class="resolved">open</td>' in pass_row
 
 
+def test_an_open_episode_on_a_slice_without_later_windows_says_since_when(tmp_path):
+    path = build_warehouse(tmp_path / "w.duckdb")
+    retired = [_drift_row(day, "index_version=idx-a", "mean_recall", decision="drop",
+                          state="opened" if day == DAYS[8] else "ongoing", episode_id="ep-old")
+               for day in DAYS[8:12]]
+    con = connect(path)
+    try:
+        _insert(con, "drift_events", retired)
+        html = _drift_html(write_report(con, tmp_path / "out", route=ROUTE, k=K,
+                                        gold_version=GOLD).read_text(encoding="utf-8"))
+    finally:
+        con.close()
+    rows_ = re.findall(r'<tr class="episode-row">(.*?)</tr>', html, re.S)
+    old = next(r for r in rows_ if "index_version=idx-a" in r)
+    assert f"open (no data after {DAYS[11]})" in old
+    still = next(r for r in rows_ if "pass rate" in r)   # slice all goes on: plainly open
+    assert '<td class="resolved">open</td>' in still
+
+
 def test_timeline_shades_the_episode_and_marks_the_index_change(section):
     overall = section["timelines"][0]
     assert overall["slice"] == "all"
