@@ -9,8 +9,8 @@ import shutil
 from datetime import date, datetime
 
 import pytest
-
 from conftest import golden, request, snapshot, write_jsonl
+
 from pipeline import api
 from pipeline.config import Baseline, parse_baseline, put_in_force, resolve
 from pipeline.demo import generate_demo_world
