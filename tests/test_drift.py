@@ -67,6 +67,8 @@ def test_demo_decline_opens_a_drop_on_slice_all_before_the_rebuild_and_resolves_
     assert [decision for _, decision, _, _ in rows[:7]] == ["baseline"] * 7
     between = [st for day, _, st, _ in rows if opened[0] < day < first_resolution]
     assert between and set(between) == {"ongoing"}
+    with connect(path, read_only=True) as con:
+        assert_flagged_only_beyond_the_margin(con)
 
 
 @pytest.mark.slow
@@ -105,6 +107,26 @@ def test_fixed_look_mode_flags_the_demo_decline_too(demo_copy):
     methods = {m for (m,) in con.sql("SELECT DISTINCT method FROM drift_events "
                                      "WHERE decision NOT IN ('baseline')").fetchall()}
     assert methods <= {"welch_cluster", "newcombe_cluster_wilson"}
+    assert_flagged_only_beyond_the_margin(con)
+
+
+def assert_flagged_only_beyond_the_margin(con):
+    """Every drop lies wholly below -margin and every rise above +margin; and where a window's
+    slices are a family of one, the interval rule alone decides (BH/e-BH change nothing)."""
+    wrong = con.sql("""
+        SELECT count(*) FROM drift_events
+        WHERE (decision = 'drop' AND NOT delta_high <= -margin)
+           OR (decision = 'rise' AND NOT delta_low >= margin)""").fetchall()[0][0]
+    assert wrong == 0
+    lone = con.sql("""
+        SELECT decision, delta_low, delta_high, margin, delta FROM drift_events d
+        WHERE decision IN ('drop', 'rise', 'stable') AND state = 'none'
+          AND (SELECT count(*) FROM drift_events e WHERE e.window_start = d.window_start
+               AND e.route = d.route AND e.k = d.k AND e.gold_version = d.gold_version
+               AND e.metric = d.metric AND e.delta IS NOT NULL) = 1""").fetchall()
+    for decision, low, high, margin, delta in lone:
+        beyond = (high < -margin and delta < 0) or (low > margin and delta > 0)
+        assert (decision != "stable") == beyond
 
 
 @pytest.mark.slow
