@@ -38,6 +38,7 @@ test-fast: venv
 
 bench: venv
 	$(BIN)/python bench/score_ids.py
+	$(BIN)/python bench/drift_sim.py
 
 lint: venv
 	$(BIN)/ruff check .

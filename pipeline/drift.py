@@ -201,11 +201,13 @@ def built_with(config: Config, baseline: Baseline) -> str:
 # ------------------------------------------------------------------------------------ judging
 
 def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
-          *, progress: Progress | None = None) -> pa.Table:
+          *, metrics: tuple[str, ...] = DRIFT_METRICS,
+          progress: Progress | None = None) -> pa.Table:
     """drift_events rows for every window of `windows` (sql/drift_windows.sql rows of one
-    grain); `first_seen` maps each index version to its first request, so that a window
-    served by several versions belongs to the newest. Windows are judged in time order, all
-    series of a window together."""
+    grain) and each of `metrics`; `first_seen` maps each index version to its first request,
+    so that a window served by several versions belongs to the newest. Windows are judged in
+    time order, all series of a window together. Each metric is its own series and its own
+    false-discovery family, so leaving some out changes nothing in the others' rows."""
     cols = windows.to_pydict()
     by_time: dict[datetime, list[int]] = {}
     by_series: dict[tuple, list[int]] = {}
@@ -220,7 +222,7 @@ def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
             progress(f"drift by {grain}", step, len(times))
         items = []
         for i in by_time[when]:
-            for metric in DRIFT_METRICS:
+            for metric in metrics:
                 key = (*_series_key(cols, i), metric)
                 if key not in series:
                     series[key] = _new_series(key, config, cols, by_series[key[:4]], first_seen)
@@ -430,10 +432,13 @@ def _fixed_look(base, win, base_session, win_session, is_mean, config: Config,
     undefined = np.isnan(low)
     quantile = np.where(is_mean, sp.t.isf(alpha / 2, df), z)
     se = np.where(is_mean, se, (rates.high - rates.low) / (2 * z))
-    mdd = margin + (quantile + Z_POWER) * se
-    # requests needed: the window's share of the variance shrinks as 1/n, the baseline's stays
+    # the window's and the baseline's shares of the variance; the window's grows under a drop
     v_win = _half_width(_interval_of(win, is_mean, win_session, alpha), z) ** 2
-    v_base = _half_width(_interval_of(base, is_mean, base_session, alpha), z) ** 2
+    v_base = np.maximum(se * se - v_win, 0.0)
+    mdd = margin + (quantile + Z_POWER) * se
+    for _ in range(3):
+        mdd = margin + (quantile + Z_POWER) * np.sqrt(
+            v_base + _spread_after(mdd, base_value, v_win))
     with np.errstate(divide="ignore", invalid="ignore"):
         room = ((config.detectable_drop - margin) / (quantile + Z_POWER)) ** 2 - v_base
         need = np.where(room > 0, np.ceil(win[:, N] * v_win / room), np.nan)
@@ -509,12 +514,30 @@ def _anytime(judged: list[_Item], base, win, base_session, is_mean, families: di
     start_t = np.array([c["drop"].start_t for c in carried], dtype=float)
     sessions = np.array([c["drop"].sessions for c in carried])
     log_level = log_threshold + np.log(family_size) - np.log(change_weight(start_t))
-    win_var = np.where(win[:, G] >= 2, _session_var(win), base_var)
-    shift = bernstein_shift_needed(lam, win_var, sessions, log_level)
-    mdd = slack + shift + Z_POWER * np.sqrt(win_var / np.maximum(sessions, 1.0))
+    observed = np.maximum(np.where(win[:, G] >= 2, _session_var(win), base_var), base_var)
+    win_var = observed
+    for _ in range(3):   # the spread at the lower level the drop would bring
+        shift = bernstein_shift_needed(lam, win_var, sessions, log_level)
+        mdd = slack + shift + Z_POWER * np.sqrt(win_var / np.maximum(sessions, 1.0))
+        win_var = _spread_after(np.nan_to_num(mdd, nan=config.detectable_drop), base_value,
+                                observed)
+    win_var = np.maximum(win_var, _spread_after(config.detectable_drop, base_value, observed))
     total = _sessions_needed(lam, win_var, log_level, config.detectable_drop - slack)
     need = np.ceil(np.maximum(total - sessions, 0.0) * win[:, N] / np.maximum(win[:, G], 1.0))
     return {**out, "mdd": mdd, "need": need, "carried": carried, "restarted": restarted}
+
+
+def _spread_after(drop, level, var) -> np.ndarray:
+    """A spread `var` measured at mean `level`, as it would be after a drop of `drop`: scaled
+    by mu (1 - mu), the shape of the variance of data in [0, 1], never below `var`, never above
+    the largest variance possible at the lower mean."""
+    level = np.asarray(level, dtype=float)
+    lowered = np.clip(level - np.asarray(drop, dtype=float), 0.0, 1.0)
+    ceiling = lowered * (1.0 - lowered)
+    shape = level * (1.0 - level)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scaled = np.where(shape > 1e-9, var * ceiling / shape, ceiling)
+    return np.maximum(var, np.minimum(scaled, np.maximum(ceiling, var)))
 
 
 def _sessions_needed(lam, var, log_level, room) -> np.ndarray:

@@ -20,3 +20,14 @@ def test_bench_script_prints_every_figure_and_ratio(tmp_path):
     for figure in ("bare scan", "ingest:", "score:", "ingest + score:", "peak RSS:",
                    "score / bare scan:"):
         assert figure in out
+
+
+def test_drift_simulation_prints_its_table(tmp_path):
+    script = BENCH.parent / "drift_sim.py"
+    result = subprocess.run([sys.executable, str(script), "--quick", "--worlds", "4"],
+                            capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for line in ("null worlds", "shifted worlds", "margin 0.05  fixed", "margin 0.05  anytime",
+                 "drop 0.10  margin 0.05  anytime  median"):
+        assert line in out, out
