@@ -263,3 +263,29 @@ def test_run_sends_the_demo_episode_to_a_webhook_once_and_never_again(demo_copy,
         assert snapshot(con) == before
     finally:
         server.stop()
+
+
+def test_rescoring_a_day_rejudges_it_and_every_later_window_only(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden(f"g-{i}", [f"c{i}", f"d{i}"]) for i in range(4)])
+
+    def day_logs(day: int, hit: bool) -> list[dict]:
+        return [request(f"r{day}-{i}", [f"c{i}", f"d{i}"] if hit or i else [f"x{i}"],
+                        ts=f"2026-11-{day:02d}T10:00:00Z", gold_id=f"g-{i}",
+                        session_id=f"s{day}-{i // 2}") for i in range(4)]
+
+    for day in range(1, 13):
+        write_jsonl(tmp_path / "logs" / f"{day:02d}.jsonl", day_logs(day, True))
+    run(con, logs=[str(tmp_path / "logs")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    before = con.sql("SELECT * FROM drift_events ORDER BY ALL").fetchall()
+    # day 10 is re-delivered with a miss: its scores, metrics and drift from it on change
+    write_jsonl(tmp_path / "logs" / "10.jsonl", day_logs(10, False))
+    run(con, logs=[str(tmp_path / "logs")])
+    after = con.sql("SELECT * FROM drift_events ORDER BY ALL").fetchall()
+    cut = datetime(2026, 11, 10)
+    assert [r for r in after if r[0] < cut] == [r for r in before if r[0] < cut]
+    changed = {r[0] for r in set(after) ^ set(before)}
+    assert changed and min(changed) == cut
+    value = con.sql("SELECT value FROM drift_events WHERE window_start = '2026-11-10' AND "
+                    "slice = 'all' AND k = 5 AND metric = 'mean_recall'").fetchall()[0][0]
+    assert value == pytest.approx(3 / 4)   # one request of four found nothing

@@ -195,3 +195,21 @@ def test_fixed_look_difference_intervals_cover_the_true_difference_95_percent(se
         covered = (low <= true_delta) & (true_delta <= high)
         assert not np.isnan(low).any()
         assert covered.mean() >= 0.935, (metric, covered.mean())
+
+
+@pytest.mark.parametrize("change", [0.0, -0.05], ids=["unchanged", "lasting-drop"])
+def test_anytime_difference_intervals_cover_the_true_difference(change):
+    """The anytime interval is for a difference sustained over recent windows; where the true
+    difference is constant from the baseline on, it must cover it (it is built to hold at
+    every window at once, so it may cover more than 95 %, never less)."""
+    rng = np.random.default_rng(13)
+    n_worlds, days = 40, BASELINE_DAYS + 40
+    means = np.where(np.arange(days) < BASELINE_DAYS, 0.8, 0.8 + change)
+    worlds = [sim.simulate_days(rng, means, 2000) for _ in range(n_worlds)]
+    events = sim.judge_worlds(worlds, Config(drift_mode="anytime"), metrics=("mean_recall",))
+    covered = []
+    for rows in events.values():
+        for low, high in zip(rows["delta_low"][BASELINE_DAYS:], rows["delta_high"][BASELINE_DAYS:],
+                             strict=True):
+            covered.append(low <= change <= high)
+    assert np.mean(covered) >= 0.95 - 0.015, np.mean(covered)
