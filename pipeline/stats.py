@@ -848,14 +848,7 @@ def e_benjamini_hochberg(e: ArrayLike, level: float) -> np.ndarray:
     NaN e-values are neither counted nor rejected. Source: R. Wang, A. Ramdas (2022), "False
     discovery rate control with e-values", J. R. Stat. Soc. B 84(3):822-852; valid under any
     dependence between the e-values."""
+    # e_(k) >= m / (level k) is 1/e_(k) <= level k / m: BH on the reciprocals
     e = np.asarray(e, dtype=float)
-    ok = ~np.isnan(e)
-    m = int(ok.sum())
-    reject = np.zeros(e.shape, dtype=bool)
-    if m == 0:
-        return reject
-    ranked = np.sort(e[ok])[::-1]
-    passing = np.nonzero(ranked >= m / (level * np.arange(1, m + 1)))[0]
-    if passing.size:
-        reject = ok & (e >= ranked[passing[-1]])
-    return reject
+    with np.errstate(divide="ignore"):
+        return benjamini_hochberg(1.0 / e, level)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,34 @@ def request(request_id: str, chunks: list, *, ts: str = "2026-11-01T10:00:00Z",
 def golden(gold_id: str, chunk_ids: list, question: str = "What is the minimum balance?",
            **extra) -> dict:
     return {"gold_id": gold_id, "question": question, "gold_chunk_ids": chunk_ids, **extra}
+
+
+def insert_rows(con, table: str, rows: list[dict]) -> None:
+    """Insert dicts into a warehouse table as given (no-op for no rows); the table name is the
+    calling test's literal, values are bound."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    con.executemany(f"INSERT INTO {table} ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('$' + c for c in columns)})", rows)
+
+
+CHROMIUM = "/usr/bin/chromium"
+needs_chromium = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason="needs headless Chromium at /usr/bin/chromium (apt-get install chromium)",
+)
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless Chromium with nothing to resolve: a page has to draw from its own bytes."""
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
+         "--host-resolver-rules=MAP * ~NOTFOUND", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
 
 
 def snapshot(con) -> dict[str, str]:

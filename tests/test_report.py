@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -21,13 +20,13 @@ import duckdb
 import markupsafe
 import numpy as np
 import pytest
+from conftest import chromium, insert_rows, needs_chromium
 from PIL import Image
 
 from pipeline.report import write_report
 from pipeline.report.charts import MEAN_COLOR, SIZE_COLOR
 
 SCHEMA = Path(__file__).resolve().parents[1] / "sql" / "schema.sql"
-CHROMIUM = "/usr/bin/chromium"
 PAYLOAD = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
 
 GOLD, OLD_GOLD = "gs-2026-11", "gs-2026-10"
@@ -120,16 +119,6 @@ def _logged(rid: str, gold_ranks: dict[str, int]) -> dict:
 
 def _raw_record(query: str) -> str:
     return json.dumps({"request_id": "r-z", "query": query})
-
-
-def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> None:
-    if not rows:
-        return
-    columns = list(rows[0])
-    # The table name is one of this module's constants; values are bound.
-    sql = (f"INSERT INTO {table} ({', '.join(columns)}) "
-           f"VALUES ({', '.join('$' + c for c in columns)})")
-    con.executemany(sql, rows)
 
 
 def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
@@ -279,23 +268,23 @@ def build_warehouse(path: Path, *, hostile: bool = False) -> Warehouse:
             """,
             [r["row"] for r in requests.values()],
         )
-        _insert(con, "goldens", [
+        insert_rows(con, "goldens", [
             {"gold_version": gv, "question_norm": g["question"].casefold(),
              "reference": None, **g}
             for gv in (OLD_GOLD, GOLD) for g in goldens
         ])
-        _insert(con, "gold_versions", [
+        insert_rows(con, "gold_versions", [
             {"gold_version": OLD_GOLD, "seq": 1, "source": "/data/gold/gs-2026-10.jsonl",
              "content_hash": "a", "n_goldens": 13},
             {"gold_version": GOLD, "seq": 2, "source": "/data/gold/gs-2026-11.jsonl",
              "content_hash": "b", "n_goldens": 13},
         ])
-        _insert(con, "request_scores", scores)
-        _insert(con, "request_cutoffs", cutoff_rows)  # the public recall_at_k view unnests it
-        _insert(con, "miss_causes", misses)
-        _insert(con, "window_metrics", _window_rows(scores, at_k, requests))
-        _insert(con, "quarantine", quarantine)
-        _insert(con, "ingest_files", files)
+        insert_rows(con, "request_scores", scores)
+        insert_rows(con, "request_cutoffs", cutoff_rows)  # the public recall_at_k view unnests it
+        insert_rows(con, "miss_causes", misses)
+        insert_rows(con, "window_metrics", _window_rows(scores, at_k, requests))
+        insert_rows(con, "quarantine", quarantine)
+        insert_rows(con, "ingest_files", files)
     finally:
         con.close()
     return wh
@@ -309,23 +298,6 @@ def render(wh: Warehouse, out_dir: Path, **kwargs) -> str:
         con.close()
     assert path == out_dir / "report.html"
     return path.read_text(encoding="utf-8")
-
-
-def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
-         # Nothing may resolve: the page has to draw from its own bytes.
-         "--host-resolver-rules=MAP * ~NOTFOUND", *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
-
-
-needs_chromium = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(),
-    reason="needs headless Chromium at /usr/bin/chromium (apt-get install chromium)",
-)
 
 
 @pytest.fixture(scope="module")

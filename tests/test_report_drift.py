@@ -12,13 +12,13 @@ numbers computed by hand.
 from __future__ import annotations
 
 import re
-import subprocess
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import markupsafe
 import numpy as np
 import pytest
+from conftest import chromium, insert_rows, needs_chromium
 from PIL import Image
 
 from pipeline.report import Scope, write_report
@@ -27,7 +27,6 @@ from pipeline.report.drift import MAX_DRIFT_SLICES, drift_section
 from pipeline.report.reads import prepare, rows
 from pipeline.warehouse import connect, queries
 
-CHROMIUM = "/usr/bin/chromium"
 GOLD = "gs-1"
 ROUTE = "ids"
 K = 5
@@ -185,28 +184,18 @@ def _request_rows(requests: list[tuple], route: str) -> tuple[list[dict], list[d
     return logged, scores
 
 
-def _insert(con, table: str, records: list[dict]) -> None:
-    columns = list(records[0])
-    # The table name is one of this module's literals; values are bound.
-    con.executemany(
-        f"INSERT INTO {table} ({', '.join(columns)}) "
-        f"VALUES ({', '.join('$' + c for c in columns)})",
-        records,
-    )
-
-
 def build_warehouse(path: Path, *, drift: bool = True) -> Path:
     con = connect(path)
     try:
         con.execute("INSERT INTO gold_versions VALUES ($gv, 1, '/gold.jsonl', 'h', 2)",
                     {"gv": GOLD})
-        _insert(con, "window_metrics", _window_metrics_rows())
+        insert_rows(con, "window_metrics", _window_metrics_rows())
         logged, scores = _request_rows(CHURN_REQUESTS, ROUTE)
         other_logged, other_scores = _request_rows([OTHER_ROUTE_REQUEST], "passages")
-        _insert(con, "requests", [{**r, "retrieved": []} for r in logged + other_logged])
-        _insert(con, "request_scores", scores + other_scores)
+        insert_rows(con, "requests", [{**r, "retrieved": []} for r in logged + other_logged])
+        insert_rows(con, "request_scores", scores + other_scores)
         if drift:
-            _insert(con, "drift_events", _all_slice_rows() + _other_slice_rows())
+            insert_rows(con, "drift_events", _all_slice_rows() + _other_slice_rows())
     finally:
         con.close()
     return path
@@ -284,7 +273,7 @@ def test_an_open_episode_on_a_slice_without_later_windows_says_since_when(tmp_pa
                for day in DAYS[8:12]]
     con = connect(path)
     try:
-        _insert(con, "drift_events", retired)
+        insert_rows(con, "drift_events", retired)
         html = _drift_html(write_report(con, tmp_path / "out", route=ROUTE, k=K,
                                         gold_version=GOLD).read_text(encoding="utf-8"))
     finally:
@@ -450,34 +439,18 @@ def test_without_drift_rows_the_section_says_to_run_drift(tmp_path, how):
     assert "<figure" not in html
 
 
-needs_chromium = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(),
-    reason="needs headless Chromium at /usr/bin/chromium (apt-get install chromium)",
-)
-
-
 @pytest.mark.browser
 @needs_chromium
 def test_drift_section_draws_in_headless_chromium(report, tmp_path):
     path, _ = report
-
-    def chromium(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
-             "--host-resolver-rules=MAP * ~NOTFOUND", *args],
-            capture_output=True, text=True, timeout=60, check=False,
-        )
-
-    dom = chromium("--dump-dom", path.as_uri()).stdout
+    dom = chromium(tmp_path, "--dump-dom", path.as_uri()).stdout
     drift = re.search(r'<section id="drift">.*?</section>', dom, re.S).group(0)
     assert "Drift against the baseline" in drift
     assert drift.count('class="episode"') >= 1 and "idx-b" in drift
     assert not re.search(r"<script\b", dom, re.I)
 
     png = tmp_path / "shot.png"
-    shot = chromium(f"--screenshot={png}", "--window-size=1280,12000", path.as_uri())
+    shot = chromium(tmp_path, f"--screenshot={png}", "--window-size=1280,12000", path.as_uri())
     assert png.exists(), shot.stderr[-2000:]
     pixels = np.asarray(Image.open(png).convert("RGB"), dtype=np.int16)
     target = np.array([int(DROP_COLOR[i:i + 2], 16) for i in (1, 3, 5)], dtype=np.int16)

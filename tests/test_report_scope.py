@@ -7,21 +7,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from conftest import insert_rows
 
 from pipeline.errors import RecallwatchError
 from pipeline.report import Scope, default_gold_version, default_k, resolve_scope
 
 START = datetime(2026, 11, 1)
-
-
-def insert(con, table: str, rows: list[dict]) -> None:
-    columns = list(rows[0])
-    # The table name is one of this module's literals; values are bound.
-    con.executemany(
-        f"INSERT INTO {table} ({', '.join(columns)}) "
-        f"VALUES ({', '.join('$' + c for c in columns)})",
-        rows,
-    )
 
 
 def scores(route: str, gold: str | None, ks: list[int], status: str = "scored") -> list[dict]:
@@ -58,18 +49,18 @@ def gold_version(name: str, seq: int) -> dict:
 def test_default_k_is_the_most_common_served_k_else_the_nearest_cutoff_below(
         con, served, cutoffs, expected, why):
     if served:
-        insert(con, "request_scores", scores("ids", "gs-1", served))
+        insert_rows(con, "request_scores", scores("ids", "gs-1", served))
     # Another route's requests and windows never decide the k of this one.
-    insert(con, "request_scores", scores("passages", "gs-1", [50, 50, 50]))
-    insert(con, "window_metrics", windows("passages", "gs-1", [50]))
+    insert_rows(con, "request_scores", scores("passages", "gs-1", [50, 50, 50]))
+    insert_rows(con, "window_metrics", windows("passages", "gs-1", [50]))
     if cutoffs:
-        insert(con, "window_metrics", windows("ids", "gs-1", cutoffs))
+        insert_rows(con, "window_metrics", windows("ids", "gs-1", cutoffs))
     assert default_k(con, "ids") == (expected, why)
 
 
 def test_default_k_ignores_requests_that_were_not_scored(con):
-    insert(con, "request_scores", scores("ids", "gs-1", [5]))
-    insert(con, "request_scores", scores("ids", "gs-1", [10, 10], status="no_evidence"))
+    insert_rows(con, "request_scores", scores("ids", "gs-1", [5]))
+    insert_rows(con, "request_scores", scores("ids", "gs-1", [10, 10], status="no_evidence"))
     assert default_k(con, "ids") == (5, "most common served k (window_metrics has no cutoff "
                                         "for it yet)")
 
@@ -77,25 +68,25 @@ def test_default_k_ignores_requests_that_were_not_scored(con):
 def test_default_gold_set_is_the_newest_loaded_one_else_the_most_common_scored(con):
     assert default_gold_version(con, "ids") == (None, "no gold set loaded")
 
-    insert(con, "request_scores", scores("ids", "gs-scored", [5, 5]))
-    insert(con, "request_scores", scores("passages", "gs-other-route", [5, 5, 5]))
+    insert_rows(con, "request_scores", scores("ids", "gs-scored", [5, 5]))
+    insert_rows(con, "request_scores", scores("passages", "gs-other-route", [5, 5, 5]))
     assert default_gold_version(con, "ids") == (
         "gs-scored", "most common gold set among scored requests")
 
-    insert(con, "window_metrics", windows("ids", "gs-windows", [5], days=2))
+    insert_rows(con, "window_metrics", windows("ids", "gs-windows", [5], days=2))
     assert default_gold_version(con, "ids") == (
         "gs-windows", "most common gold set in window_metrics")
 
     # Loaded later (higher seq) wins, even over a gold set with more rows elsewhere.
-    insert(con, "gold_versions", [gold_version("gs-new", 2), gold_version("gs-old", 1)])
+    insert_rows(con, "gold_versions", [gold_version("gs-new", 2), gold_version("gs-old", 1)])
     assert default_gold_version(con, "ids") == (
         "gs-new", "newest loaded gold set (highest seq in gold_versions)")
 
 
 def test_resolve_scope_fills_in_defaults_with_their_reasons(con):
-    insert(con, "gold_versions", [gold_version("gs-1", 1)])
-    insert(con, "request_scores", scores("ids", "gs-1", [5, 5, 10]))
-    insert(con, "window_metrics", windows("ids", "gs-1", [1, 5, 10]))
+    insert_rows(con, "gold_versions", [gold_version("gs-1", 1)])
+    insert_rows(con, "request_scores", scores("ids", "gs-1", [5, 5, 10]))
+    insert_rows(con, "window_metrics", windows("ids", "gs-1", [1, 5, 10]))
     scope, gold_choice, k_choice = resolve_scope(con)
     assert scope == Scope(route="ids", k=5, gold_version="gs-1")
     assert (gold_choice, k_choice) == (
@@ -107,8 +98,8 @@ def test_resolve_scope_fills_in_defaults_with_their_reasons(con):
 
 
 def test_resolve_scope_refuses_an_unknown_gold_set_naming_the_known_ones(con):
-    insert(con, "gold_versions", [gold_version("gs-1", 1)])
-    insert(con, "request_scores", scores("ids", "gs-scored-only", [5]))
+    insert_rows(con, "gold_versions", [gold_version("gs-1", 1)])
+    insert_rows(con, "request_scores", scores("ids", "gs-scored-only", [5]))
     with pytest.raises(RecallwatchError) as raised:
         resolve_scope(con, gold_version="NOPE")
     assert str(raised.value) == (
@@ -116,8 +107,8 @@ def test_resolve_scope_refuses_an_unknown_gold_set_naming_the_known_ones(con):
 
 
 def test_resolve_scope_refuses_a_k_window_metrics_does_not_hold(con):
-    insert(con, "window_metrics", windows("ids", "gs-1", [3, 5]))
-    insert(con, "window_metrics", windows("passages", "gs-1", [7]))
+    insert_rows(con, "window_metrics", windows("ids", "gs-1", [3, 5]))
+    insert_rows(con, "window_metrics", windows("passages", "gs-1", [7]))
     with pytest.raises(RecallwatchError, match=r"--k 7 is not a scored cutoff; choose one of 3, 5"):
         resolve_scope(con, k=7)
     # A route without window metrics yet takes any k: there is nothing to check it against.

@@ -228,16 +228,22 @@ def _timeline_panel(chart: Chart, panel: Panel, days: list[date], tick_days: lis
     s = panel.series
     if s.low is not None and s.high is not None:
         _interval_band(chart, s, days, x_of, y_of)
-    for run in day_runs(days, [v is not None for v in s.values]):
-        if len(run) > 1:
-            points = [f"{x_of(days[i]):.1f},{y_of(s.values[i]):.1f}" for i in run]
-            chart.add("path", d="M" + " L".join(points), fill="none", stroke=s.color,
-                      stroke_width=2.5, stroke_linejoin="round")
+    _series_line(chart, s, days, x_of, y_of, width=2.5)
     for i, v in enumerate(s.values):
         if v is not None:
             chart.add("circle", title=s.tips[i] if s.tips else None, cx=x_of(days[i]),
                       cy=y_of(v), r=4, fill=s.color, stroke="#ffffff", stroke_width=1)
     return y_bottom
+
+
+def _series_line(chart: Chart, s: Series, days: list[date], x_of: Callable[[date], float],
+                 y_of: Callable[[float], float], *, width: float) -> None:
+    """The series as a line through its days, broken where a day has no value."""
+    for run in day_runs(days, [v is not None for v in s.values]):
+        if len(run) > 1:
+            points = [f"{x_of(days[i]):.1f},{y_of(s.values[i]):.1f}" for i in run]
+            chart.add("path", d="M" + " L".join(points), fill="none", stroke=s.color,
+                      stroke_width=width, stroke_linejoin="round")
 
 
 def _interval_band(chart: Chart, s: Series, days: list[date], x_of: Callable[[date], float],
@@ -468,11 +474,7 @@ def drift_timeline(days: list[date], panel: Panel, baseline: list[float | None],
                   fill=MEAN_COLOR, fill_opacity=0.5, class_="baseline-windows")
 
     s = panel.series
-    for run in day_runs(days, [v is not None for v in s.values]):
-        if len(run) > 1:
-            points = [f"{x_of(days[i]):.1f},{y_of(s.values[i]):.1f}" for i in run]
-            chart.add("path", d="M" + " L".join(points), fill="none", stroke=s.color,
-                      stroke_width=1.5, stroke_linejoin="round")
+    _series_line(chart, s, days, x_of, y_of, width=1.5)
     for i, v in enumerate(s.values):
         if v is None:
             continue
