@@ -57,15 +57,13 @@ def simulate_days(rng: np.random.Generator, means: np.ndarray, requests: int,
     out = {"n": np.bincount(day, weights=sizes, minlength=days),
            "n_clusters": np.full(days, float(per_day)),
            "size_sq": np.bincount(day, weights=sizes * sizes, minlength=days),
+           "max_size": np.maximum.reduceat(sizes, np.arange(0, day.size, per_day)),
            "any_session": np.full(days, sessions)}
     for prefix in PREFIXES:
         s = np.bincount(session, weights=metric[prefix], minlength=day.size)
-        share = s / sizes
         out[f"{prefix}_sum"] = np.bincount(day, weights=s, minlength=days)
         out[f"{prefix}_cluster_sq"] = np.bincount(day, weights=s * s, minlength=days)
         out[f"{prefix}_cluster_cross"] = np.bincount(day, weights=s * sizes, minlength=days)
-        out[f"{prefix}_mean_sum"] = np.bincount(day, weights=share, minlength=days)
-        out[f"{prefix}_mean_sq"] = np.bincount(day, weights=share * share, minlength=days)
     return out
 
 
@@ -73,9 +71,9 @@ def windows_table(series: list[tuple[str, str, dict]]) -> pa.Table:
     """The drift_windows rows of several series, each (slice, gold_version, day sums)."""
     columns: dict[str, list] = {name: [] for name in (
         "window_start", "window_end", "slice", "route", "k", "gold_version", "n",
-        "index_versions", "n_clusters", "any_session", "size_sq")}
+        "index_versions", "n_clusters", "any_session", "size_sq", "max_size")}
     for prefix in PREFIXES:
-        for part in ("sum", "cluster_sq", "cluster_cross", "mean_sum", "mean_sq"):
+        for part in ("sum", "cluster_sq", "cluster_cross"):
             columns[f"{prefix}_{part}"] = []
     for slice_, gold, sums in series:
         days = sums["n"].size
@@ -91,6 +89,7 @@ def windows_table(series: list[tuple[str, str, dict]]) -> pa.Table:
             columns[name] += values.tolist()
     columns["n"] = [int(v) for v in columns["n"]]
     columns["n_clusters"] = [int(v) for v in columns["n_clusters"]]
+    columns["max_size"] = [int(v) for v in columns["max_size"]]
     columns["any_session"] = [bool(v) for v in columns["any_session"]]
     return pa.table(columns)
 

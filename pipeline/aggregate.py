@@ -83,14 +83,12 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
 
 # window_sums column <- the column of sql/window_metrics.sql's result it keeps
 _SUMS = {
-    "n": "n", "n_clusters": "n_clusters", "any_session": "any_session", "recall_sum": "recall_sum",
-    "recall_cluster_sq": "sum_cluster_sq", "recall_cluster_cross": "sum_cluster_cross",
-    "size_sq": "sum_size_sq", "recall_mean_sum": "recall_mean_sum",
-    "recall_mean_sq": "recall_mean_sq", "pass_sum": "n_pass", "pass_cluster_sq": "pass_cluster_sq",
-    "pass_cluster_cross": "pass_cluster_cross", "pass_mean_sum": "pass_mean_sum",
-    "pass_mean_sq": "pass_mean_sq", "full_sum": "n_full", "full_cluster_sq": "full_cluster_sq",
-    "full_cluster_cross": "full_cluster_cross", "full_mean_sum": "full_mean_sum",
-    "full_mean_sq": "full_mean_sq",
+    "n": "n", "n_clusters": "n_clusters", "any_session": "any_session", "max_size": "max_size",
+    "recall_sum": "recall_sum", "recall_cluster_sq": "sum_cluster_sq",
+    "recall_cluster_cross": "sum_cluster_cross", "size_sq": "sum_size_sq",
+    "pass_sum": "n_pass", "pass_cluster_sq": "pass_cluster_sq",
+    "pass_cluster_cross": "pass_cluster_cross", "full_sum": "n_full",
+    "full_cluster_sq": "full_cluster_sq", "full_cluster_cross": "full_cluster_cross",
 }
 
 
@@ -103,7 +101,7 @@ def _sums(stats: pa.Table, grain: str) -> pa.Table:
     }
     for target, source in _SUMS.items():
         column = stats.column(source)
-        columns[target] = column if target in ("n", "n_clusters", "any_session") else \
+        columns[target] = column if target in ("n", "n_clusters", "any_session", "max_size") else \
             pa.array(np.nan_to_num(column.to_numpy(zero_copy_only=False).astype(float)),
                      pa.float64())
     return pa.table(columns)

@@ -16,17 +16,24 @@ together, because false discoveries are controlled across the slices of a window
   for the rates. A drop needs the whole interval below -margin, after Benjamini-Hochberg
   across the slices of the window.
 - Anytime-valid mode (the default): per series, an empirical-Bernstein e-value per window on
-  the session means, mixed over every possible change start (`stats.mixture_update`), against
-  the boundary baseline-lower-bound - margin (drops) and baseline-upper-bound + margin (rises).
+  its sessions (`stats.bernstein_log_evalue`), mixed over every possible change start
+  (`stats.mixture_update`), against the boundary baseline-lower-bound - margin (drops) and
+  baseline-upper-bound + margin (rises).
   Alpha is split: alpha/2 for the baseline's interval, alpha/4 per direction for the detector,
   with e-BH across the slices of the window. Under independent sessions and a fixed baseline
   the chance of ever raising a false drop or rise, over unlimited re-checks, is at most alpha.
   The row's interval is the set of differences the detector has not ruled out.
-- An episode opens at a drop (or rise) and ends at the first window with enough data whose
-  difference is back within half the margin (hysteresis); the detector then restarts.
-- Power: every row carries the smallest drop its data would detect with 80 % power; a window
-  that could not detect `detectable_drop` is `insufficient`, never `stable`, with the requests
-  it would need."""
+- An episode opens at a drop (or rise) and ends at the first window whose own interval at level
+  1 - alpha lies above -margin (below +margin for a rise), or on the day a person re-baselined
+  the slice; the detector then restarts for that direction. A window with nothing to compare
+  keeps the episode open.
+- Power: every row carries the smallest drop its data would detect with 80 % power (fixed: in
+  this window alone; anytime: a drop present since the drop detector started); a window that
+  could not detect `detectable_drop` is `insufficient`, never `stable`, and `n_needed` says how
+  many requests that would take (fixed: in one window; anytime: more, pooled from now on).
+- The anytime e-values weigh requests, not sessions: each session's sum enters scaled by the
+  largest session of the window, so the test is about the same request-weighted mean the row
+  reports, whatever the sessions' own means, given the session sizes."""
 
 from __future__ import annotations
 
@@ -65,9 +72,9 @@ Z_POWER = float(sp.norm.ppf(POWER))
 GRID = np.round(np.linspace(-1.0, 1.0, 401), 6)   # differences the anytime interval resolves
 # the column prefix of window_sums for each metric
 SUMS_OF = {"mean_recall": "recall", "pass_rate": "pass", "full_coverage_rate": "full"}
-# order of the pooled sums: n, G, total, sum S_g^2, sum S_g n_g, sum n_g^2, sum of session
-# means, sum of their squares
-N, G, TOTAL, CSQ, CROSS, SIZE_SQ, MSUM, MSQ = range(8)
+# order of a window's sums: n, sessions G, total, sum S_g^2, sum S_g n_g, sum n_g^2 (summed
+# when windows pool) and the largest session (the largest of them when windows pool)
+N, G, TOTAL, CSQ, CROSS, SIZE_SQ, MAX_SIZE = range(7)
 METHODS = {
     ("fixed", True): "welch_cluster", ("fixed", False): "newcombe_cluster_wilson",
     ("anytime", True): "e_detector_bernstein_cluster_t",
@@ -88,13 +95,14 @@ class _Pool:
     """The pooled sums of a baseline's windows."""
 
     key: tuple
-    sums: np.ndarray = field(default_factory=lambda: np.zeros(8))
+    sums: np.ndarray = field(default_factory=lambda: np.zeros(7))
     starts: list[datetime] = field(default_factory=list)
     ends: list[datetime] = field(default_factory=list)
     any_session: bool = False
 
     def add(self, window: _Window) -> None:
-        self.sums = self.sums + window.sums
+        self.sums = np.append(self.sums[:MAX_SIZE] + window.sums[:MAX_SIZE],
+                              max(self.sums[MAX_SIZE], window.sums[MAX_SIZE]))
         self.starts.append(window.start)
         self.ends.append(window.end)
         self.any_session = self.any_session or window.any_session
@@ -103,12 +111,18 @@ class _Pool:
 @dataclass
 class _Detector:
     """One direction of the anytime detector: log S at the decision boundary and on the grid
-    of differences, the window it (re)started at, and the sessions judged since."""
+    of differences, the window it (re)started at, and what it has judged since, as the sums
+    `stats.bernstein_shift_needed` takes (for the power figure)."""
 
     log_s: float = -math.inf
     log_s_grid: np.ndarray | None = None   # None: nothing judged yet
     start_t: int = 1
-    sessions: float = 0.0
+    n: float = 0.0          # requests
+    linear: float = 0.0     # sum n / scale
+    quadratic: float = 0.0  # sum size_sq / scale^2
+    residual: float = 0.0   # sum_g (S_g - n_g mean)^2 / scale^2
+    variance: float = 0.0   # sum_g (S_g - n_g mean)^2
+    size_sq: float = 0.0    # sum n_g^2
 
 
 @dataclass
@@ -127,6 +141,7 @@ class _Series:
     rise: _Detector = field(default_factory=_Detector)
     episode: str | None = None                     # 'drop' | 'rise' while one is open
     episode_id: str | None = None
+    episode_opened: datetime | None = None
     last_version: str | None = None
 
 
@@ -243,8 +258,7 @@ def _window(cols: dict, i: int, metric: str, first_seen: dict) -> _Window:
     newest = max(versions, key=lambda v: (first_seen.get(v) or datetime.min, v), default=None)
     sums = np.array([cols["n"][i], cols["n_clusters"][i], cols[f"{prefix}_sum"][i],
                      cols[f"{prefix}_cluster_sq"][i], cols[f"{prefix}_cluster_cross"][i],
-                     cols["size_sq"][i], cols[f"{prefix}_mean_sum"][i],
-                     cols[f"{prefix}_mean_sq"][i]], dtype=float)
+                     cols["size_sq"][i], cols["max_size"][i]], dtype=float)
     return _Window(cols["window_start"][i], cols["window_end"][i], cols["n"][i], versions,
                    newest, bool(cols["any_session"][i]), sums)
 
@@ -292,6 +306,9 @@ def _prepare(s: _Series, window: _Window) -> _Item:
             pool = _Pool(("trailing", window.version))
             for _, member in recent:
                 pool.add(member)
+            s.complete = pool
+        else:   # a new index version: the last full trailing baseline until its own fills
+            pool = s.complete
     elif not _pinned_member(b, window):
         pool = s.pinned
     if pool is not None and pool.key != s.segment:
@@ -329,9 +346,11 @@ def _interval_of(sums: np.ndarray, is_mean: np.ndarray, any_session: np.ndarray,
     return Interval(low, high)
 
 
-def _session_var(sums: np.ndarray) -> np.ndarray:
-    g = np.maximum(sums[:, G], 1.0)
-    return np.maximum(sums[:, MSQ] / g - (sums[:, MSUM] / g) ** 2, 0.0)
+def _residual(sums: np.ndarray) -> np.ndarray:
+    """sum_g (S_g - n_g mean)^2: the spread of the session sums around the window's mean."""
+    mean = sums[:, TOTAL] / np.maximum(sums[:, N], 1.0)
+    return np.maximum(sums[:, CSQ] - 2.0 * mean * sums[:, CROSS] + mean * mean * sums[:, SIZE_SQ],
+                      0.0)
 
 
 @dataclass
@@ -436,9 +455,10 @@ def _fixed_look(base, win, base_session, win_session, is_mean, config: Config,
     v_win = _half_width(_interval_of(win, is_mean, win_session, alpha), z) ** 2
     v_base = np.maximum(se * se - v_win, 0.0)
     mdd = margin + (quantile + Z_POWER) * se
+    most = win[:, SIZE_SQ] / (win[:, N] * win[:, N])   # the mean's variance at most, per mu(1-mu)
     for _ in range(3):
         mdd = margin + (quantile + Z_POWER) * np.sqrt(
-            v_base + _spread_after(mdd, base_value, v_win))
+            v_base + _widened(v_win, mdd, base_value, most))
     with np.errstate(divide="ignore", invalid="ignore"):
         room = ((config.detectable_drop - margin) / (quantile + Z_POWER)) ** 2 - v_base
         need = np.where(room > 0, np.ceil(win[:, N] * v_win / room), np.nan)
@@ -466,21 +486,30 @@ def _anytime(judged: list[_Item], base, win, base_session, is_mean, families: di
     lower = np.nan_to_num(np.asarray(bounds.low, dtype=float), nan=0.0)
     upper = np.nan_to_num(np.asarray(bounds.high, dtype=float), nan=1.0)
     base_value = base[:, TOTAL] / base[:, N]
-    base_var = _session_var(base)
     slack = margin + (base_value - lower)   # how far below the estimate the drop boundary is
-    lam = bernstein_bet(np.maximum(config.detectable_drop - slack, 0.01), base_var)
+    # the bet, sized before the window's values are seen: a drop `detectable_drop` past the
+    # estimate, with the baseline's spread per request, on this window's session sizes
+    scale = np.maximum(win[:, MAX_SIZE], 1.0)
+    target = np.maximum(config.detectable_drop - slack, 0.01)
+    expected_residual = _residual(base) * win[:, N] / base[:, N]
+    lam = bernstein_bet(win[:, N] * target / scale,
+                        (win[:, SIZE_SQ] * target * target + expected_residual) / scale ** 2)
     log_threshold = math.log(4.0 / alpha)
     grid = np.union1d(GRID, [-margin, margin])
     m = len(judged)
     fresh = np.full((m, grid.size), -math.inf)
+    window_sums = (win[:, N], win[:, TOTAL], win[:, SIZE_SQ], win[:, CROSS], win[:, CSQ], scale)
+    residual = _residual(win)
+    # what this window adds to a detector's pooled sums, in _Detector's order
+    added = np.stack([win[:, N], win[:, N] / scale, win[:, SIZE_SQ] / scale ** 2,
+                      residual / scale ** 2, residual, win[:, SIZE_SQ]], axis=1)
     out: dict = {}
     proposed = {}
     for side, bound, sign in (("drop", lower, -1.0), ("rise", upper, 1.0)):
         detectors = [getattr(it.series, side) for it in judged]
-        exact = bernstein_log_evalue(bound + sign * margin, win[:, G], win[:, MSUM], win[:, MSQ],
-                                     lam, side)
-        on_grid = bernstein_log_evalue(bound[:, None] + grid, win[:, G, None],
-                                       win[:, MSUM, None], win[:, MSQ, None], lam[:, None], side)
+        exact = bernstein_log_evalue(bound + sign * margin, *window_sums, lam, side)
+        on_grid = bernstein_log_evalue(bound[:, None] + grid, *(x[:, None] for x in window_sums),
+                                       lam[:, None], side)
         carried_grid = np.array([fresh[0] if d.log_s_grid is None else d.log_s_grid
                                  for d in detectors])
         for which, (log_s, log_s_grid) in enumerate((
@@ -499,11 +528,11 @@ def _anytime(judged: list[_Item], base, win, base_session, is_mean, families: di
                 out[name] = edge
             else:
                 out["restarted_" + name] = edge
-            start_t = [d.start_t for d in detectors] if which == 0 else t.astype(int).tolist()
-            sessions = (np.array([d.sessions for d in detectors]) if which == 0
-                        else np.zeros(m)) + win[:, G]
+            before = (np.array([[d.n, d.linear, d.quadratic, d.residual, d.variance, d.size_sq]
+                                for d in detectors]) if which == 0 else np.zeros((m, 6)))
+            starts = [d.start_t for d in detectors] if which == 0 else t.astype(int).tolist()
             proposed[(side, which)] = [
-                _Detector(float(new_s[j]), new_grid[j], int(start_t[j]), float(sessions[j]))
+                _Detector(float(new_s[j]), new_grid[j], int(starts[j]), *(before[j] + added[j]))
                 for j in range(m)]
     carried = [{side: proposed[(side, 0)][j] for side in ("drop", "rise")} for j in range(m)]
     restarted = [{side: proposed[(side, 1)][j] for side in ("drop", "rise")} for j in range(m)]
@@ -511,55 +540,48 @@ def _anytime(judged: list[_Item], base, win, base_session, is_mean, families: di
     # threshold by now with 80 % probability — from the change-at-start term alone (weight
     # w_start) at the worst e-BH rank; every other term only adds evidence
     family_size = np.array([len(families[it.series.key[1:]]) for it in judged], dtype=float)
-    start_t = np.array([c["drop"].start_t for c in carried], dtype=float)
-    sessions = np.array([c["drop"].sessions for c in carried])
-    log_level = log_threshold + np.log(family_size) - np.log(change_weight(start_t))
-    observed = np.maximum(np.where(win[:, G] >= 2, _session_var(win), base_var), base_var)
-    win_var = observed
-    for _ in range(3):   # the spread at the lower level the drop would bring
-        shift = bernstein_shift_needed(lam, win_var, sessions, log_level)
-        mdd = slack + shift + Z_POWER * np.sqrt(win_var / np.maximum(sessions, 1.0))
-        win_var = _spread_after(np.nan_to_num(mdd, nan=config.detectable_drop), base_value,
-                                observed)
-    win_var = np.maximum(win_var, _spread_after(config.detectable_drop, base_value, observed))
-    total = _sessions_needed(lam, win_var, log_level, config.detectable_drop - slack)
-    need = np.ceil(np.maximum(total - sessions, 0.0) * win[:, N] / np.maximum(win[:, G], 1.0))
-    return {**out, "mdd": mdd, "need": need, "carried": carried, "restarted": restarted}
+    pooled = np.array([[c["drop"].start_t, c["drop"].n, c["drop"].linear, c["drop"].quadratic,
+                        c["drop"].residual, c["drop"].variance, c["drop"].size_sq]
+                       for c in carried], dtype=float).T
+    log_level = log_threshold + np.log(family_size) - np.log(change_weight(pooled[0]))
+
+    def detectable(more: np.ndarray) -> np.ndarray:
+        # the drop found with 80 % power once the pooled data are `more` times what they are;
+        # the spread is taken at the lower level the drop would bring
+        _, n, linear, quadratic, resid, variance, size_sq = pooled * more
+        drop = np.full(m, config.detectable_drop)
+        for _ in range(3):
+            wide_resid = _widened(resid, drop, base_value, quadratic)
+            wide_var = _widened(variance, drop, base_value, size_sq)
+            shift = bernstein_shift_needed(lam, linear, quadratic, wide_resid, log_level)
+            drop = slack + shift + Z_POWER * np.sqrt(wide_var) / np.maximum(n, 1.0)
+            drop = np.where(np.isnan(drop), np.inf, drop)
+        return drop
+
+    mdd = detectable(np.ones(m))
+    # requests still needed: bisection on how many times today's pooled data would do
+    lo, hi = np.zeros(m), np.full(m, math.log(1e6))
+    reachable = detectable(np.exp(hi)) <= config.detectable_drop
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        ok = detectable(np.exp(mid)) <= config.detectable_drop
+        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+    need = np.where(reachable, np.ceil((np.exp(hi) - 1.0) * pooled[1]), np.nan)
+    return {**out, "mdd": np.where(np.isinf(mdd), np.nan, mdd), "need": need,
+            "carried": carried, "restarted": restarted}
 
 
-def _spread_after(drop, level, var) -> np.ndarray:
-    """A spread `var` measured at mean `level`, as it would be after a drop of `drop`: scaled
-    by mu (1 - mu), the shape of the variance of data in [0, 1], never below `var`, never above
-    the largest variance possible at the lower mean."""
+def _widened(var, drop, level, most) -> np.ndarray:
+    """A variance `var` measured at mean `level`, as it would be after a drop of `drop`: scaled
+    by mu (1 - mu), the shape of the variance of data in [0, 1], never below `var` and never
+    above `most` times the lower mean's mu (1 - mu), the largest it can be there."""
     level = np.asarray(level, dtype=float)
     lowered = np.clip(level - np.asarray(drop, dtype=float), 0.0, 1.0)
-    ceiling = lowered * (1.0 - lowered)
+    ceiling = lowered * (1.0 - lowered) * np.asarray(most, dtype=float)
     shape = level * (1.0 - level)
     with np.errstate(divide="ignore", invalid="ignore"):
-        scaled = np.where(shape > 1e-9, var * ceiling / shape, ceiling)
+        scaled = np.where(shape > 1e-9, var * lowered * (1.0 - lowered) / shape, ceiling)
     return np.maximum(var, np.minimum(scaled, np.maximum(ceiling, var)))
-
-
-def _sessions_needed(lam, var, log_level, room) -> np.ndarray:
-    """The sessions (pooled since the detector started) at which a drop `room` beyond the
-    boundary reaches the detector's threshold with 80 % power (bisection on log G); NaN where no
-    number would do with this bet."""
-    room = np.asarray(room, dtype=float)
-    lo = np.zeros_like(room)
-    hi = np.full_like(room, math.log(1e10))
-
-    def enough(log_g):
-        g = np.exp(log_g)
-        shift = bernstein_shift_needed(lam, var, g, log_level)
-        return np.nan_to_num(shift + Z_POWER * np.sqrt(var / g), nan=np.inf) <= room
-
-    possible = enough(hi) & (room > 0)
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        ok = enough(mid)
-        hi = np.where(ok, mid, hi)
-        lo = np.where(ok, lo, mid)
-    return np.where(possible, np.ceil(np.exp(hi)), np.nan)
 
 
 def _episode_id(key: tuple, grain: str, start: datetime, kind: str) -> str:
@@ -627,19 +649,24 @@ def _decide(row: dict, j: int, tests: _Tests, config: Config) -> None:
 def _follow_episode(s: _Series, row: dict, j: int | None, tests: _Tests | None, pool,
                     margin: float, grain: str) -> None:
     """Open an episode on a drop or rise; end it at the first window whose own interval shows
-    the difference back within the margin, or where the slice was re-baselined."""
+    the difference back within the margin, or on the day a person re-baselined the slice. A
+    window with nothing to compare (no data, or no baseline yet) leaves it open."""
     row["episode_kind"] = s.episode
     if s.episode is None:
         if row["decision"] in ("drop", "rise"):
             s.episode = row["decision"]
+            s.episode_opened = row["window_start"]
             s.episode_id = _episode_id(s.key, grain, row["window_start"], s.episode)
             row.update(state="opened", episode_id=s.episode_id)
         return
-    if j is not None:
+    since = s.baseline.since if s.baseline.kind == "first" else None
+    if since is not None and s.episode_opened.date() < since <= row["window_start"].date():
+        back = True   # re-baselined after the episode opened: the new level is accepted
+    elif j is not None:
         back = (tests.fixed_low[j] > -margin if s.episode == "drop"
                 else tests.fixed_high[j] < margin)
     else:
-        back = pool is None and row["value"] is not None   # re-baselined: nothing to compare
+        back = False
     if not back:
         row.update(state="ongoing", episode_id=s.episode_id)
         return

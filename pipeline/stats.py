@@ -719,57 +719,67 @@ def bernstein_psi(lam: ArrayLike) -> np.ndarray:
 
 
 def bernstein_log_evalue(
-    boundary: ArrayLike, count: ArrayLike, mean_sum: ArrayLike, mean_sq: ArrayLike,
-    lam: ArrayLike, side: str,
+    boundary: ArrayLike, n: ArrayLike, total: ArrayLike, size_sq: ArrayLike, cross: ArrayLike,
+    cluster_sq: ArrayLike, scale: ArrayLike, lam: ArrayLike, side: str,
 ) -> np.ndarray:
-    """Log of an empirical-Bernstein e-value from one window of session means in ``[0, 1]``.
+    """Log of an empirical-Bernstein e-value for the request-weighted mean of one window whose
+    requests (values in ``[0, 1]``) come in independent sessions.
 
-    The window holds ``count`` independent units (sessions) with means ``x_g`` in ``[0, 1]``,
-    given by ``mean_sum = sum x_g`` and ``mean_sq = sum x_g^2``. ``side="drop"`` tests ``H0:
-    mean >= c`` with ``xi_g = c - x_g``; ``side="rise"`` tests ``H0: mean <= c`` with ``xi_g =
-    x_g - c``, for ``c = boundary`` clipped to ``[0, 1]`` (a bound outside it only makes the
-    test conservative). Both ``xi_g >= -1``, so Fan et al.'s inequality (``bernstein_psi``)
-    and independence give, under H0 and for ``lam`` in ``[0, 1)`` fixed before the window::
+    Session ``g`` has ``n_g`` requests with sum ``S_g``; the window is given by the sums of
+    ``cluster_t_interval`` — ``n = sum n_g``, ``total = sum S_g``, ``size_sq = sum n_g^2``,
+    ``cross = sum S_g n_g``, ``cluster_sq = sum S_g^2`` — and ``scale >= max n_g``.
+    ``side="drop"`` tests ``H0: mean >= c`` with ``xi_g = (n_g c - S_g) / scale``;
+    ``side="rise"`` tests ``H0: mean <= c`` with ``xi_g = (S_g - n_g c) / scale``, for ``c =
+    boundary`` clipped to ``[0, 1]`` (a bound outside it only makes the test conservative).
+    Every ``xi_g`` lies in ``[-1, 1]``, and given the session sizes ``sum_g E xi_g = s n (c -
+    mean) / scale <= 0`` under H0 (``s = +1`` drop, ``-1`` rise), whatever the sessions' own
+    means. Fan et al.'s inequality (``bernstein_psi``), independence and ``1 + x <= e^x`` give,
+    for ``lam`` in ``[0, 1)`` fixed before the window's values are seen::
 
-        E prod_g exp(lam xi_g - psi(lam) xi_g^2) <= prod_g (1 + lam E xi_g) <= 1
+        E prod_g exp(lam xi_g - psi(lam) xi_g^2) <= prod_g (1 + lam E xi_g)
+                                                 <= exp(lam sum_g E xi_g) <= 1
         log e = lam sum_g xi_g - psi(lam) sum_g xi_g^2
-              = lam s (G c - A) - psi(lam) (G c^2 - 2 c A + B)      (s = +1 drop, -1 rise)
+              = [lam s (c n - total) scale - psi(lam) (c^2 size_sq - 2 c cross + cluster_sq)]
+                / scale^2
 
-    with ``A = mean_sum``, ``B = mean_sq``, ``G = count``: an e-value for H0 from three sums,
-    so no request has to be read again. This is the per-observation factor of the empirical
-    Bernstein confidence sequences of S. R. Howard, A. Ramdas, J. McAuliffe, J. Sekhon (2021),
+    an e-value for H0 from five sums, so no request is read again. With one request per
+    session (``scale = 1``) it is the per-observation factor of the empirical-Bernstein
+    confidence sequences of S. R. Howard, A. Ramdas, J. McAuliffe, J. Sekhon (2021),
     "Time-uniform, nonparametric, nonasymptotic confidence sequences", Ann. Statist.
-    49(2):1055-1080, and of I. Waudby-Smith, A. Ramdas (2023), Section 3 (there with the
-    centring ``x_g - mu_hat``), with one bet for the whole window. Arguments broadcast; a
-    window with ``count = 0`` gives 0 (an e-value of 1).
+    49(2):1055-1080, and of I. Waudby-Smith, A. Ramdas (2023), Section 3, with one bet for the
+    whole window. For ``lam <= 1/2`` each term grows with ``xi_g`` on ``[-1, 1]``, so the
+    e-value grows as the boundary moves away from the data (the confidence set is an interval).
+    Arguments broadcast; an empty window (``n = 0``) gives 0, an e-value of 1.
     """
     if side not in ("drop", "rise"):
         raise ValueError(f"side must be 'drop' or 'rise', got {side!r}")
-    c = np.clip(np.asarray(boundary, dtype=float), 0.0, 1.0)
-    count = np.asarray(count, dtype=float)
-    mean_sum = np.asarray(mean_sum, dtype=float)
     lam = np.asarray(lam, dtype=float)
     if np.any((lam < 0) | (lam >= 1)):
         raise ValueError("lam must lie in [0, 1)")
+    c = np.clip(np.asarray(boundary, dtype=float), 0.0, 1.0)
+    n = np.asarray(n, dtype=float)
+    total = np.asarray(total, dtype=float)
+    scale = np.maximum(np.asarray(scale, dtype=float), 1.0)
     sign = 1.0 if side == "drop" else -1.0
-    linear = sign * (count * c - mean_sum)
-    quadratic = np.maximum(count * c * c - 2.0 * c * mean_sum + np.asarray(mean_sq, dtype=float),
-                           0.0)
+    linear = sign * (c * n - total) / scale
+    quadratic = np.maximum(c * c * np.asarray(size_sq, dtype=float)
+                           - 2.0 * c * np.asarray(cross, dtype=float)
+                           + np.asarray(cluster_sq, dtype=float), 0.0) / (scale * scale)
     return lam * linear - bernstein_psi(lam) * quadratic
 
 
-def bernstein_bet(target: ArrayLike, var: ArrayLike, cap: float = 0.9) -> np.ndarray:
-    """The bet that makes ``bernstein_log_evalue`` grow fastest when the units' mean lies
-    ``target`` beyond the boundary with spread ``var``: per unit, ``lam u - psi(lam) (var +
-    u^2)`` is largest where ``psi'(lam) = lam / (1 - lam) = r``, ``r = target / (var +
-    target^2)``, i.e. ``lam = r / (1 + r)``; capped at ``cap`` (< 1). Any bet fixed before the
-    window keeps the e-value valid; this one only sizes it to the shift worth detecting."""
-    target = np.maximum(np.asarray(target, dtype=float), 0.0)
-    var = np.maximum(np.asarray(var, dtype=float), 0.0)
+def bernstein_bet(drift: ArrayLike, spread: ArrayLike, cap: float = 0.5) -> np.ndarray:
+    """The bet ``lam`` that maximizes ``lam drift - psi(lam) spread``, the expected log growth
+    of ``bernstein_log_evalue`` when ``sum xi`` is expected to be ``drift`` and ``sum xi^2``
+    ``spread``: ``psi'(lam) = lam / (1 - lam) = drift / spread``, so ``lam = drift / (drift +
+    spread)``; capped at ``cap`` (1/2 keeps the e-value growing in the boundary, see
+    ``bernstein_log_evalue``). Any bet fixed before the window keeps the e-value valid; this
+    one only sizes it to the shift worth detecting."""
+    drift = np.maximum(np.asarray(drift, dtype=float), 0.0)
+    spread = np.maximum(np.asarray(spread, dtype=float), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = target / (var + target * target)
-    ratio = np.where(np.isnan(ratio), 0.0, ratio)
-    return np.clip(ratio / (1.0 + ratio), 0.0, cap)
+        lam = drift / (drift + spread)
+    return np.clip(np.nan_to_num(lam, nan=0.0), 0.0, cap)
 
 
 def change_weight(t: ArrayLike) -> np.ndarray:
@@ -806,21 +816,25 @@ def mixture_update(log_s: ArrayLike, log_e: ArrayLike, t: ArrayLike) -> tuple[np
 
 
 def bernstein_shift_needed(
-    lam: ArrayLike, var: ArrayLike, count: ArrayLike, log_level: ArrayLike
+    lam: ArrayLike, linear: ArrayLike, quadratic: ArrayLike, residual: ArrayLike,
+    log_level: ArrayLike,
 ) -> np.ndarray:
-    """The smallest mean shift ``u`` beyond the boundary at which one window's
-    ``bernstein_log_evalue`` reaches ``log_level``, when its ``count`` unit means have spread
-    ``var`` around their mean: the smaller root of ``G (lam u - psi (var + u^2)) = log_level``.
-    NaN where no shift reaches it with this bet (the window is too small)."""
+    """The smallest shift ``u`` of the mean beyond the boundary at which ``bernstein_log_evalue``
+    is expected to reach ``log_level``: the smaller root of ``lam linear u - psi(lam)
+    (quadratic u^2 + residual) = log_level``, where, summed over the windows pooled,
+    ``linear = sum n / scale``, ``quadratic = sum size_sq / scale^2`` and ``residual = sum_g
+    (S_g - n_g mean)^2 / scale^2`` (then ``sum xi = u linear`` and ``sum xi^2 = quadratic u^2 +
+    residual``, up to the cross term, which is zero on average). NaN where no shift reaches the
+    level with this bet."""
     lam = np.asarray(lam, dtype=float)
     psi = bernstein_psi(lam)
-    count = np.asarray(count, dtype=float)
-    var = np.maximum(np.asarray(var, dtype=float), 0.0)
+    a = psi * np.asarray(quadratic, dtype=float)
+    b = lam * np.asarray(linear, dtype=float)
+    c = psi * np.maximum(np.asarray(residual, dtype=float), 0.0) + np.asarray(log_level, float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        constant = psi * var + np.asarray(log_level, dtype=float) / count
-        disc = lam * lam - 4.0 * psi * constant
-        root = (lam - np.sqrt(np.where(disc >= 0, disc, np.nan))) / (2.0 * psi)
-    return np.where((count > 0) & (lam > 0) & (disc >= 0), root, np.nan)
+        disc = b * b - 4.0 * a * c
+        root = (b - np.sqrt(np.where(disc >= 0, disc, np.nan))) / (2.0 * a)
+    return np.where((a > 0) & (b > 0) & (disc >= 0), root, np.nan)
 
 
 def benjamini_hochberg(p: ArrayLike, level: float) -> np.ndarray:

@@ -176,7 +176,7 @@ ALTER TABLE window_metrics ADD COLUMN IF NOT EXISTS rate_ci_method VARCHAR;
 -- The sufficient statistics behind each window_metrics row, kept for the drift step: pooling
 -- baseline windows and the drift tests need sums, not intervals. Written and voided with
 -- window_metrics (same key). Cluster sums are per session (a request without one is its own
--- cluster); *_mean_sum / *_mean_sq sum each session's mean and its square.
+-- cluster); max_size is the largest session.
 CREATE TABLE IF NOT EXISTS window_sums (
     window_start       TIMESTAMP NOT NULL,
     grain              VARCHAR   NOT NULL,
@@ -191,18 +191,13 @@ CREATE TABLE IF NOT EXISTS window_sums (
     recall_cluster_sq  DOUBLE    NOT NULL,
     recall_cluster_cross DOUBLE  NOT NULL,
     size_sq            DOUBLE    NOT NULL,
-    recall_mean_sum    DOUBLE    NOT NULL,
-    recall_mean_sq     DOUBLE    NOT NULL,
+    max_size           BIGINT    NOT NULL,
     pass_sum           DOUBLE    NOT NULL,
     pass_cluster_sq    DOUBLE    NOT NULL,
     pass_cluster_cross DOUBLE    NOT NULL,
-    pass_mean_sum      DOUBLE    NOT NULL,
-    pass_mean_sq       DOUBLE    NOT NULL,
     full_sum           DOUBLE    NOT NULL,
     full_cluster_sq    DOUBLE    NOT NULL,
-    full_cluster_cross DOUBLE    NOT NULL,
-    full_mean_sum      DOUBLE    NOT NULL,
-    full_mean_sq       DOUBLE    NOT NULL
+    full_cluster_cross DOUBLE    NOT NULL
 );
 
 -- Public. One row per window x slice x route x cutoff k x gold version x metric with a
@@ -237,7 +232,8 @@ CREATE TABLE IF NOT EXISTS drift_events (
     state          VARCHAR   NOT NULL,   -- opened | ongoing | resolved | none
     episode_id     VARCHAR,
     min_detectable_delta DOUBLE,         -- the smallest drop detected with 80 % power
-    n_needed       BIGINT,               -- requests a window would need to detect detectable_drop
+    n_needed       BIGINT,               -- requests needed to detect detectable_drop (fixed: in one
+                                         -- window; anytime: more, pooled from now on)
     built_with     VARCHAR   NOT NULL    -- the drift settings the row was computed with
 );
 

@@ -7,6 +7,11 @@
 -- Slices: 'all', 'index_version=<v>', and '<tag>=<value>' for each tag. Cluster sums are per
 -- session (a request without one is its own cluster), for recall and for the pass and
 -- full-coverage indicators.
+-- Fractional sums go through exact_sum: each term rounded to 18 decimals and summed exactly, so
+-- the result does not depend on the order DuckDB's threads add the terms in, and aggregating a
+-- window twice gives the same bits.
+
+CREATE OR REPLACE TEMP MACRO exact_sum(x) AS sum(CAST(x AS DECIMAL(38, 18)))::DOUBLE;
 
 -- every request of [$start, $end) with its window and each slice it belongs to
 CREATE OR REPLACE TEMP TABLE agg_requests AS
@@ -41,7 +46,7 @@ WITH scored AS (
 ),
 clusters AS (
     SELECT window_start, slice, route, gold_version, k, cluster_key,
-           count(*) AS n_g, sum(recall) AS s_g,
+           count(*) AS n_g, exact_sum(recall) AS s_g,
            count(*) FILTER (WHERE recall >= $pass_mark) AS pass_g,
            count(*) FILTER (WHERE recall >= 1.0) AS full_g
     FROM scored
@@ -50,31 +55,28 @@ clusters AS (
 cluster_sums AS (
     SELECT window_start, slice, route, gold_version, k,
            count(*) AS n_clusters,
-           sum(s_g * s_g) AS sum_cluster_sq,
-           sum(s_g * n_g) AS sum_cluster_cross,
+           exact_sum(s_g * s_g) AS sum_cluster_sq,
+           exact_sum(s_g * n_g) AS sum_cluster_cross,
            sum(n_g * n_g) AS sum_size_sq,
-           -- the same sums for the pass and full-coverage indicators
+           max(n_g) AS max_size,
+           -- the same sums for the pass and full-coverage indicators (integers: exact)
            sum(pass_g * pass_g) AS pass_cluster_sq,
            sum(pass_g * n_g) AS pass_cluster_cross,
            sum(full_g * full_g) AS full_cluster_sq,
-           sum(full_g * n_g) AS full_cluster_cross,
-           -- each session's mean and its square, for the drift step's per-session tests
-           sum(s_g / n_g) AS recall_mean_sum,
-           sum((s_g / n_g) ** 2) AS recall_mean_sq,
-           sum(pass_g / n_g) AS pass_mean_sum,
-           sum((pass_g / n_g) ** 2) AS pass_mean_sq,
-           sum(full_g / n_g) AS full_mean_sum,
-           sum((full_g / n_g) ** 2) AS full_mean_sq
+           sum(full_g * n_g) AS full_cluster_cross
     FROM clusters
     GROUP BY ALL
 ),
 moments AS (
     SELECT window_start, slice, route, gold_version, k,
            count(*) AS n,
-           avg(recall) AS mean_recall,
-           sum(recall) AS recall_sum,
-           coalesce(var_samp(recall), 0) AS var_recall,
-           avg(precision) AS mean_precision,
+           exact_sum(recall) / count(*) AS mean_recall,
+           exact_sum(recall) AS recall_sum,
+           CASE WHEN count(*) > 1
+                THEN greatest((exact_sum(recall * recall)
+                               - exact_sum(recall) ** 2 / count(*)) / (count(*) - 1), 0)
+                ELSE 0 END AS var_recall,
+           exact_sum(precision) / count(precision) AS mean_precision,
            count(*) FILTER (WHERE recall >= $pass_mark) AS n_pass,
            count(*) FILTER (WHERE recall >= 1.0) AS n_full,
            bool_or(in_session) AS any_session,
@@ -84,9 +86,8 @@ moments AS (
     GROUP BY ALL
 )
 SELECT m.*, c.n_clusters, c.sum_cluster_sq, c.sum_cluster_cross, c.sum_size_sq,
-       c.pass_cluster_sq, c.pass_cluster_cross, c.full_cluster_sq, c.full_cluster_cross,
-       c.recall_mean_sum, c.recall_mean_sq, c.pass_mean_sum, c.pass_mean_sq, c.full_mean_sum,
-       c.full_mean_sq
+       c.max_size, c.pass_cluster_sq, c.pass_cluster_cross, c.full_cluster_sq,
+       c.full_cluster_cross
 FROM moments m
 JOIN cluster_sums c USING (window_start, slice, route, gold_version, k);
 
@@ -112,8 +113,7 @@ SELECT
     max(a.index_size) AS max_index_size,
     0 AS n_clusters, 0.0 AS sum_cluster_sq, 0.0 AS sum_cluster_cross, 0 AS sum_size_sq,
     0 AS pass_cluster_sq, 0 AS pass_cluster_cross, 0 AS full_cluster_sq,
-    0 AS full_cluster_cross, 0.0 AS recall_mean_sum, 0.0 AS recall_mean_sq,
-    0.0 AS pass_mean_sum, 0.0 AS pass_mean_sq, 0.0 AS full_mean_sum, 0.0 AS full_mean_sq
+    0 AS full_cluster_cross, 0 AS max_size
 FROM empty e
 JOIN agg_requests a USING (window_start, slice)
 GROUP BY e.window_start, e.slice, e.route, e.gold_version;

@@ -31,7 +31,7 @@ def _binomial_error(p: float, trials: int) -> float:
 
 def test_worlds_judged_together_match_each_world_judged_alone():
     rng = np.random.default_rng(1)
-    worlds = [sim.simulate_days(rng, np.where(np.arange(20) < 12, 0.8, 0.7), 300)
+    worlds = [sim.simulate_days(rng, np.where(np.arange(20) < 12, 0.8, 0.6), 300)
               for _ in range(3)]
     config = Config(drift_mode="anytime")
     together = sim.judge_worlds(worlds, config, metrics=("mean_recall",))
@@ -64,7 +64,7 @@ def test_simulated_recall_has_the_intended_mean_and_session_correlation():
 def test_mixture_detector_at_the_true_mean_alarms_on_at_most_alpha_of_paths(side):
     rng = np.random.default_rng(3 if side == "drop" else 4)
     paths, steps, mu = 2000, 2000, 0.8
-    lam = float(stats.bernstein_bet(0.05, mu * (1 - mu)))
+    lam = float(stats.bernstein_bet(2 * 0.05, 2 * (mu * (1 - mu) + 0.05 ** 2)))
     threshold = math.log(1 / ALPHA)
 
     def alarm_share(boundary: float) -> float:
@@ -72,8 +72,9 @@ def test_mixture_detector_at_the_true_mean_alarms_on_at_most_alpha_of_paths(side
         alarmed = np.zeros(paths, dtype=bool)
         for t in range(1, steps + 1):
             x = (rng.random((paths, 2)) < mu).astype(float)   # two Bernoulli units a step
-            log_e = stats.bernstein_log_evalue(boundary, 2, x.sum(1), (x * x).sum(1), lam,
-                                               side)
+            total = x.sum(1)
+            log_e = stats.bernstein_log_evalue(boundary, 2, total, 2, total, (x * x).sum(1), 1,
+                                               lam, side)
             log_s, log_m = stats.mixture_update(log_s, log_e, t)
             alarmed |= log_m >= threshold
         return float(alarmed.mean())

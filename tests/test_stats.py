@@ -966,53 +966,98 @@ def test_fan_inequality_behind_the_bernstein_evalue_holds_on_a_fine_grid():
     assert np.all(np.exp(lam * xi - bernstein_psi(lam) * xi ** 2) <= 1.0 + lam * xi + 1e-12)
 
 
+def session_sums(x: np.ndarray, sizes: np.ndarray, axis: int = -1) -> tuple:
+    """bernstein_log_evalue's window arguments (n, total, size_sq, cross, cluster_sq, scale)
+    for values x in sessions of the given sizes (along the last axis)."""
+    edges = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    s_g = np.add.reduceat(x, edges, axis=axis)
+    return (sizes.sum(), x.sum(axis=axis), float(sizes @ sizes), s_g @ sizes,
+            (s_g * s_g).sum(axis=axis), sizes.max())
+
+
 @pytest.mark.parametrize("side", ["drop", "rise"])
 def test_bernstein_log_evalue_from_sums_equals_the_per_session_product(side):
     rng = np.random.default_rng(3)
-    x = rng.beta(2, 1, size=57)
+    sizes = rng.integers(1, 6, size=23)
+    x = rng.beta(2, 1, size=sizes.sum())
+    s_g = np.add.reduceat(x, np.concatenate([[0], np.cumsum(sizes)[:-1]]))
     for c in (0.0, 0.3, 0.71, 1.0, -0.2, 1.3):
         lam = 0.37
         cc = min(max(c, 0.0), 1.0)
-        xi = (cc - x) if side == "drop" else (x - cc)
+        xi = (sizes * cc - s_g) / sizes.max()
+        xi = xi if side == "drop" else -xi
+        assert np.all(np.abs(xi) <= 1.0)
         want = float(np.sum(lam * xi - bernstein_psi(lam) * xi ** 2))
-        got = bernstein_log_evalue(c, x.size, x.sum(), (x ** 2).sum(), lam, side)
+        got = bernstein_log_evalue(c, *session_sums(x, sizes), lam, side)
         assert got == pytest.approx(want, abs=1e-9)
-    assert bernstein_log_evalue(0.5, 0, 0.0, 0.0, 0.5, side) == 0.0
+    assert bernstein_log_evalue(0.5, 0, 0.0, 0.0, 0.0, 0.0, 1, 0.5, side) == 0.0
 
 
-@pytest.mark.parametrize("side, mean", [("drop", 0.7), ("rise", 0.7), ("drop", 0.02),
-                                        ("rise", 0.98)])
+@pytest.mark.parametrize("side", ["drop", "rise"])
+@pytest.mark.parametrize("mean", [0.7, 0.02, 0.98])
 def test_bernstein_evalue_has_expectation_at_most_one_at_the_boundary(side, mean):
     rng = np.random.default_rng(11)
     worlds, units = 200_000, 5
     x = rng.binomial(1, mean, size=(worlds, units)).astype(float)   # the hardest law: two points
-    log_e = bernstein_log_evalue(mean, units, x.sum(axis=1), (x ** 2).sum(axis=1), 0.6, side)
-    e = np.exp(log_e)
+    args = (units, x.sum(axis=1), units, x.sum(axis=1), (x ** 2).sum(axis=1), 1)
+    e = np.exp(bernstein_log_evalue(mean, *args, 0.5, side))
     assert e.mean() <= 1.0 + 4 * e.std() / math.sqrt(worlds)
+
+
+@pytest.mark.parametrize("side", ["drop", "rise"])
+def test_bernstein_evalue_weighs_requests_when_session_means_depend_on_their_length(side):
+    # 5 one-request sessions at 0.1 and 5 nine-request sessions at 0.9 a window: the mean over
+    # requests is 0.82, over sessions 0.5; the e-value is about the request-weighted mean
+    rng = np.random.default_rng(12)
+    worlds = 100_000
+    sizes = np.array([1] * 5 + [9] * 5)
+    p = np.repeat(np.array([0.1] * 5 + [0.9] * 5), sizes)
+    x = (rng.random((worlds, sizes.sum())) < p).astype(float)
+    mean = float(p.mean())
+    e = np.exp(bernstein_log_evalue(mean, *session_sums(x, sizes), 0.5, side))
+    assert e.mean() <= 1.0 + 4 * e.std() / math.sqrt(worlds)
+    wrong = mean + 0.1 if side == "drop" else mean - 0.1   # a boundary past the truth is found
+    beyond = np.exp(bernstein_log_evalue(wrong, *session_sums(x, sizes), 0.5, side))
+    assert beyond.mean() > 1.0
 
 
 def test_bernstein_evalue_rejects_invalid_bets_and_sides():
     with pytest.raises(ValueError, match="lam"):
-        bernstein_log_evalue(0.5, 3, 1.0, 0.5, 1.0, "drop")
+        bernstein_log_evalue(0.5, 3, 1.0, 3, 1.0, 0.5, 1, 1.0, "drop")
     with pytest.raises(ValueError, match="side"):
-        bernstein_log_evalue(0.5, 3, 1.0, 0.5, 0.5, "down")
+        bernstein_log_evalue(0.5, 3, 1.0, 3, 1.0, 0.5, 1, 0.5, "down")
 
 
-def test_bernstein_bet_maximizes_the_growth_per_unit_of_the_evalue():
-    for target, var in [(0.05, 0.08), (0.2, 0.01), (0.01, 0.2), (0.3, 0.0)]:
-        lam = np.linspace(0.0, 0.9, 90_001)
-        growth = lam * target - bernstein_psi(lam) * (var + target ** 2)
-        assert float(bernstein_bet(target, var)) == pytest.approx(lam[growth.argmax()], abs=2e-5)
-    assert float(bernstein_bet(0.0, 0.1)) == 0.0
+def test_bernstein_evalue_grows_as_the_boundary_moves_away_from_the_data_with_bets_to_half():
+    rng = np.random.default_rng(4)
+    sizes = rng.integers(1, 5, size=40)
+    x = rng.random(sizes.sum())
+    args = session_sums(x, sizes)
+    c = np.linspace(0.0, 1.0, 201)
+    for lam in (0.05, 0.3, 0.5):
+        assert np.all(np.diff(bernstein_log_evalue(c, *args, lam, "drop")) > 0)
+        assert np.all(np.diff(bernstein_log_evalue(c, *args, lam, "rise")) < 0)
+
+
+def test_bernstein_bet_maximizes_the_expected_growth_and_stops_at_half():
+    lam = np.linspace(0.0, 0.5, 50_001)
+    for drift, spread in [(0.05, 0.08), (0.2, 0.5), (0.01, 0.2), (3.0, 40.0)]:
+        growth = lam * drift - bernstein_psi(lam) * spread
+        assert float(bernstein_bet(drift, spread)) == pytest.approx(lam[growth.argmax()],
+                                                                     abs=2e-5)
+    assert float(bernstein_bet(0.3, 0.0)) == 0.5 and float(bernstein_bet(0.0, 0.1)) == 0.0
 
 
 def test_shift_needed_is_the_root_where_the_evalue_reaches_the_level():
-    lam, var, count, level = 0.4, 0.07, 1500.0, 9.0
-    u = float(bernstein_shift_needed(lam, var, count, level))
-    assert count * (lam * u - bernstein_psi(lam) * (var + u * u)) == pytest.approx(level)
-    smaller = u * 0.99
-    assert count * (lam * smaller - bernstein_psi(lam) * (var + smaller ** 2)) < level
-    assert math.isnan(float(bernstein_shift_needed(lam, var, 10.0, level)))   # too few units
+    lam, linear, quadratic, residual, level = 0.4, 800.0, 2400.0, 120.0, 9.0
+
+    def growth(u):
+        return lam * linear * u - bernstein_psi(lam) * (quadratic * u * u + residual)
+
+    u = float(bernstein_shift_needed(lam, linear, quadratic, residual, level))
+    assert growth(u) == pytest.approx(level)
+    assert growth(u * 0.99) < level
+    assert math.isnan(float(bernstein_shift_needed(lam, 8.0, 24.0, 1.2, level)))   # too little
 
 
 def test_mixture_update_equals_the_explicit_mixture_over_change_starts():
@@ -1034,7 +1079,8 @@ def test_the_change_detector_never_alarms_on_more_than_alpha_of_null_paths():
     alarmed = np.zeros(paths, dtype=bool)
     for t in range(1, steps + 1):
         x = rng.binomial(1, mean, size=(paths, 3)).astype(float)
-        log_e = bernstein_log_evalue(mean, 3, x.sum(axis=1), x.sum(axis=1), 0.5, "drop")
+        total = x.sum(axis=1)
+        log_e = bernstein_log_evalue(mean, 3, total, 3, total, total, 1, 0.5, "drop")
         log_s, log_m = mixture_update(log_s, log_e, t)
         alarmed |= log_m >= math.log(1 / alpha)
     assert alarmed.mean() <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / paths)
@@ -1046,7 +1092,8 @@ def test_the_change_detector_finds_a_change_late_in_the_stream():
     for t in range(1, 400):
         mean = 0.6 if t < 300 else 0.45
         x = rng.binomial(1, mean, size=200).astype(float)
-        log_e = bernstein_log_evalue(0.6, 200, x.sum(), x.sum(), 0.3, "drop")
+        total = x.sum()
+        log_e = bernstein_log_evalue(0.6, 200, total, 200, total, total, 1, 0.3, "drop")
         log_s, log_m = mixture_update(log_s, log_e, t)
         if first is None and log_m >= math.log(20):
             first = t
