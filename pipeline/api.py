@@ -197,3 +197,72 @@ def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None
                         cutoffs=cutoffs, pass_mark=pass_mark,
                         report_dir=Path(report_dir) if report_dir is not None else None,
                         progress=progress, alert_channels=alert_channels, now=now)
+
+
+# ------------------------------------------------------------- scheduled runs (one interval)
+
+def logs_for_interval(source: str | os.PathLike, start: When, end: When) -> list[str]:
+    """The log files of the UTC days that [start, end) touches, under `source`: a directory
+    laid out in hive partitions (its `dt=YYYY-MM-DD/` folders of those days), or a path
+    template with `{date}` (each day's ISO date, e.g. `/logs/{date}/*.jsonl`; globs allowed).
+    Only what exists is returned, in day order; a day without logs is no error (an empty day
+    is still a day whose windows are rebuilt)."""
+    from glob import glob
+
+    from pipeline.state import days_of
+
+    first, last = instant(start, "--start"), instant(end, "--end")
+    if first is None or last is None or last <= first:
+        raise RecallwatchError(f"the interval [{start}, {end}) is empty or open-ended.")
+    text = os.fspath(source)
+    if "{date}" not in text and not Path(text).is_dir():
+        raise RecallwatchError(f"log source {text} is not a directory; give a directory of "
+                               "dt=YYYY-MM-DD/ partitions or a path template with {date}.")
+    found: list[str] = []
+    for day in days_of(first, last):
+        iso = day.date().isoformat()
+        pattern = (text.replace("{date}", iso) if "{date}" in text
+                   else os.path.join(text, f"dt={iso}"))
+        found.extend(sorted(glob(pattern)))
+    return found
+
+
+def check_logs(warehouse: Warehouse, paths: list[str], start: When, end: When) -> dict:
+    """The data-quality gate of one interval (pipeline.quality): validate the interval's log
+    files before anything is loaded, record the results in `quality_checks`, and raise
+    QualityGateFailed (a RecallwatchError with a one-line reason) on a blocking failure.
+    Returns the checks as plain values."""
+    from pipeline import quality
+
+    first, last = instant(start, "--start"), instant(end, "--end")
+    result = quality.validate_files(paths, first, last)
+    with connect(warehouse) as con:
+        quality.record(con, result)
+    quality.gate(result)
+    return result.as_dict()
+
+
+def rebuild(warehouse: Warehouse, index_version: str, manifest: str, live_from: When) -> dict:
+    """An index rebuild went live: load its manifest, carry the gold chunk IDs to it by content
+    hash (pipeline.rebuild), re-score the days from `live_from` on and everything built on
+    them. Returns what was carried, lost and re-scored as plain values."""
+    from pipeline import rebuild as rebuilding
+
+    with connect(warehouse) as con:
+        return rebuilding.rebuild(con, index_version, manifest,
+                                  instant(live_from, "--live-from")).as_dict()
+
+
+def alert(warehouse: Warehouse, *, report: str | None = None, now: When = None,
+          channels_file: str | None = None, dry_run: bool = False) -> dict:
+    """Send the alerts due on the channels of the environment (or `channels_file`); see
+    pipeline.alerts. `now` stamps the deliveries (default: the current time, UTC)."""
+    from pipeline.alerts import channels_from_env, channels_from_file, send_alerts
+
+    channels = channels_from_file(channels_file) if channels_file else channels_from_env()
+    stamp = instant(now, "now") or datetime.now(UTC).replace(tzinfo=None)
+    with connect(warehouse, must_exist=True) as con:
+        summary = send_alerts(con, settings.in_force(con), channels, report=report,
+                              dry_run=dry_run, now=stamp)
+    return {"sent": summary.sent, "failed": summary.failed, "skipped": summary.skipped,
+            "channels": [c.name for c in channels]}
