@@ -266,3 +266,20 @@ def alert(warehouse: Warehouse, *, report: str | None = None, now: When = None,
                               dry_run=dry_run, now=stamp)
     return {"sent": summary.sent, "failed": summary.failed, "skipped": summary.skipped,
             "channels": [c.name for c in channels]}
+
+
+def quality_warnings(warehouse: Warehouse, start: When, end: When, *,
+                     paths: list[str] | None = None) -> dict:
+    """The data-quality warnings of one interval after its logs are ingested and scored
+    (pipeline.quality.check_loaded): the share of its requests matched to a golden and the
+    share of its files' records quarantined, recorded in `quality_checks` beside the file
+    checks. `paths`: the interval's log files, as ingest was given them (default: the files
+    the warehouse ties to the interval). Never raises on a warning; returns the checks as
+    plain values."""
+    from pipeline import quality
+
+    first, last = instant(start, "--start"), instant(end, "--end")
+    with connect(warehouse, must_exist=True) as con:
+        result = quality.check_loaded(con, first, last, paths=paths)
+        quality.record(con, result)
+    return result.as_dict()

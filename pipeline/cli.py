@@ -216,6 +216,28 @@ def cmd_drift(args) -> None:
           f"{summary.resolved} resolved{'' if summary.changed else ' (unchanged)'}")
 
 
+def cmd_rebuild(args) -> None:
+    from pipeline import api
+
+    result = api.rebuild(args.warehouse, args.version, args.manifest, args.live_from)
+    print(f"index {result['index_version']} live from {result['live_from']}; manifest "
+          f"{result['manifest']['source']}: "
+          + ("unchanged, skipped" if result["manifest"]["skipped"] else
+             f"loaded {result['manifest']['loaded']}, "
+             f"quarantined {result['manifest']['quarantined']}"))
+    print("gold chunks carried: " + ", ".join(f"{how} {n}"
+                                              for how, n in result["carried"].items()))
+    for row in result["not_carried"][:20]:
+        print(f"  {row['how']}: chunk {row['chunk_id']} of golden {row['gold_id']} "
+              f"(gold set {row['gold_version']})")
+    if len(result["not_carried"]) > 20:
+        print(f"  ... {len(result['not_carried']) - 20} more (table carried_gold_ids)")
+    days = result["days_rescored"]
+    print(f"re-scored {len(days)} day window(s)"
+          + (f" {days[0]}..{days[-1]}" if days else "")
+          + f", aggregated {len(result['days_aggregated'])} day(s)")
+
+
 def cmd_report(args) -> None:
     from pipeline import api
 
@@ -311,6 +333,23 @@ def cmd_run(args) -> None:
     _print_summary_table(args.warehouse)
     if summary.report:
         print(f"report: {summary.report.resolve()}")
+
+
+def cmd_check(args) -> None:
+    from pipeline import api
+    from pipeline.quality import QualityGateFailed
+
+    def show(result: dict) -> None:
+        for c in result["checks"]:
+            print(f"{'✓' if c['success'] else '✗'} {'blocking' if c['blocking'] else 'warning '} "
+                  f"{c['name']}: {c['detail']}")
+
+    try:
+        result = api.check_logs(args.warehouse, args.logs, args.start, args.end)
+    except QualityGateFailed as failed:
+        show(failed.report.as_dict())
+        raise  # exit 2 with the one-line reason
+    show(result)
 
 
 def cmd_demo(args) -> None:
@@ -530,11 +569,51 @@ def _run_commands(sub, command) -> None:
                    help="report directory (default reports/latest)")
     p.set_defaults(func=cmd_run)
 
+    p = command(sub, "check", help="the data-quality gate of one interval's log files, before "
+                                   "they are loaded (recorded in quality_checks; exit 2 on a "
+                                   "blocking failure)")
+    p.add_argument("--logs", nargs="+", required=True, metavar="PATH",
+                   help="the interval's log files/directories/globs")
+    p.add_argument("--start", type=_when, required=True, help="the interval's start (UTC, "
+                                                              "inclusive)")
+    p.add_argument("--end", type=_when, required=True, help="the interval's end (UTC, exclusive)")
+    p.set_defaults(func=cmd_check)
+
+    p = command(sub, "rebuild", help="an index rebuild went live: load its manifest, carry "
+                                     "the gold chunk IDs to it by content, re-score from then on")
+    p.add_argument("manifest", help="the new index's manifest (chunk_id + content_hash or text)")
+    p.add_argument("--version", required=True, help="the new index version, e.g. idx-2026-11-08")
+    p.add_argument("--live-from", required=True, help="when it went live (UTC), e.g. 2026-11-08")
+    p.set_defaults(func=cmd_rebuild)
+
     p = command(sub, "demo", help="generate the demo world and run everything on it")
     p.add_argument("--dir", default="demo-world", help="where the demo world is written")
     p.add_argument("--out", default="reports/demo", help="report directory")
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(func=cmd_demo)
+
+    p = command(sub, "announce-rebuild",
+                help="tell Airflow an index rebuild went live (starts recallwatch_backfill)")
+    p.add_argument("--airflow-url", required=True, metavar="URL",
+                   help="the api-server, e.g. http://airflow:8080 (login: AIRFLOW_USER and "
+                        "AIRFLOW_PASSWORD, or RECALLWATCH_AIRFLOW_USER/_PASSWORD)")
+    p.add_argument("--index-version", required=True, help="the new index, e.g. idx-2026-11-02")
+    p.add_argument("--manifest", required=True, metavar="PATH",
+                   help="its chunk manifest, at a path the Airflow workers can read")
+    p.add_argument("--live-from", required=True, metavar="DAY",
+                   help="the first day (UTC) the new index served requests")
+    p.set_defaults(func=cmd_announce_rebuild)
+
+
+def cmd_announce_rebuild(args) -> None:
+    from pipeline.announce import announce_rebuild
+
+    event = announce_rebuild(args.airflow_url, args.index_version, args.manifest,
+                             args.live_from)
+    extra = event["extra"]
+    print(f"announced index {extra['index_version']} (live from {extra['live_from']}, manifest "
+          f"{extra['manifest']}): asset event {event['event_id']}; recallwatch_backfill runs "
+          "once the scheduler picks it up.")
 
 
 def _out_of_memory() -> str:

@@ -86,10 +86,16 @@ def check_window(start: datetime | None, end: datetime | None) -> None:
 
 
 def manifest_fingerprint(con) -> str:
-    """Which manifest content each index version holds: miss causes depend on it."""
-    return con.execute(
-        "SELECT coalesce(string_agg(version || ':' || content_hash, ',' ORDER BY version), '') "
-        "FROM ingest_files WHERE kind = 'index'").fetchall()[0][0]
+    """Which manifest content each index version holds, and which IDs a rebuild carried gold
+    chunks to (pipeline.rebuild): miss causes, and the scores of a rebuilt index's requests,
+    depend on them. Without carried IDs it is the manifests' alone, as before rebuilds."""
+    manifests, carried = con.execute(
+        "SELECT (SELECT coalesce(string_agg(version || ':' || content_hash, ',' "
+        "ORDER BY version), '') FROM ingest_files WHERE kind = 'index'), "
+        "(SELECT md5(string_agg(c, ',' ORDER BY c)) FROM (SELECT to_json([gold_version, "
+        "index_version, gold_chunk_id, carried_chunk_id])::VARCHAR AS c "
+        "FROM carried_gold_ids))").fetchall()[0]
+    return manifests if carried is None else f"{manifests};carried:{carried}"
 
 
 def stale_score_days(con, config: Config) -> list[datetime]:

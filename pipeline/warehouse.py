@@ -24,10 +24,10 @@ DEFAULT_MEMORY_LIMIT = "2GB"
 FORMAT = 1
 
 PUBLIC_TABLES = ("request_scores", "recall_at_k", "window_metrics", "quarantine", "miss_causes",
-                 "drift_events", "alerts")
+                 "drift_events", "alerts", "quality_checks")
 INTERNAL_TABLES = (
     "requests", "request_copies", "request_cutoffs", "goldens", "gold_versions", "index_chunks",
-    "ingest_files", "settings", "score_windows", "window_sums",
+    "ingest_files", "settings", "score_windows", "window_sums", "carried_gold_ids",
 )
 _IDENTIFIERS = frozenset(PUBLIC_TABLES + INTERNAL_TABLES)
 _PLAIN_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")

@@ -5,21 +5,53 @@
 -- Parameters: $route, $start, $end (TIMESTAMP, UTC), $gold_version, $needs.
 -- Causes: beyond_k (logged, but placed past k), not_in_index (the manifest of the request's
 -- index version lacks it), not_retrieved (otherwise).
+-- After a rebuild (carried_gold_ids, sql/carry_gold_ids.sql) a request of the rebuilt index
+-- compares each gold chunk as the IDs it was carried to (its best place among them; none for a
+-- gone chunk, which stays a miss, not_in_index); needed_items and miss_causes keep the gold ID.
 
 CREATE OR REPLACE TEMP TABLE route_window AS
+WITH carried_items AS (
+    -- each gold chunk of the gold set's goldens on each index a rebuild carried the gold set
+    -- to, with the IDs it is compared as there (none for a gone chunk)
+    SELECT g.gold_id, v.index_version, g.position,
+           CASE WHEN count(k.gold_chunk_id) = 0 THEN [g.chunk_id]
+                ELSE list_filter(list(k.carried_chunk_id), lambda c: c IS NOT NULL)
+           END AS compared
+    FROM (SELECT gold_version, gold_id, unnest(gold_chunk_ids) AS chunk_id,
+                 generate_subscripts(gold_chunk_ids, 1) AS position
+          FROM goldens) g
+    JOIN (SELECT DISTINCT gold_version, index_version FROM carried_gold_ids) v
+      ON v.gold_version = $gold_version AND g.gold_version = v.gold_version
+    LEFT JOIN carried_gold_ids k
+      ON k.gold_version = g.gold_version AND k.index_version = v.index_version
+     AND k.gold_chunk_id = g.chunk_id
+    GROUP BY g.gold_id, v.index_version, g.position, g.chunk_id
+),
+carried_goldens AS (
+    SELECT gold_id, index_version, list(compared ORDER BY position) AS compared_items
+    FROM carried_items
+    GROUP BY gold_id, index_version
+)
 SELECT
     m.request_id, m.timestamp, m.gold_id, m.index_version, m.k, m.chunk_ranks, m.status,
     m.gold_chunk_ids AS needed_items,
+    cg.compared_items,   -- NULL: no rebuild carried this golden's chunks to the index
     -- best place of each gold chunk among the logged candidates, NULL when never logged
-    CASE WHEN m.status = 'scored' THEN
+    CASE WHEN m.status = 'scored' AND cg.compared_items IS NULL THEN
         list_transform(m.gold_chunk_ids, lambda g: m.chunk_ranks[list_position(m.chunk_ids, g)])
+    WHEN m.status = 'scored' THEN
+        list_transform(cg.compared_items, lambda ids: list_min(
+            list_transform(ids, lambda c: m.chunk_ranks[list_position(m.chunk_ids, c)])))
     END AS places
-FROM score_matched($start, $end, $gold_version, $needs) m;
+FROM score_matched($start, $end, $gold_version, $needs) m
+LEFT JOIN carried_goldens cg USING (gold_id, index_version);
 
 INSERT INTO miss_causes
 WITH missing AS (
     SELECT request_id, gold_id, index_version, k,
-           unnest(needed_items) AS chunk_id, unnest(places) AS rank
+           unnest(needed_items) AS chunk_id, unnest(places) AS rank,
+           unnest(coalesce(compared_items, list_transform(needed_items, lambda g: [g])))
+               AS compared
     FROM route_window
     WHERE status = 'scored'
       AND len(list_filter(places, lambda r: r <= k)) < len(places)
@@ -34,5 +66,7 @@ SELECT
     m.rank
 FROM missing m
 LEFT JOIN (SELECT DISTINCT index_version FROM index_chunks) v USING (index_version)
-LEFT JOIN index_chunks c USING (index_version, chunk_id)
+-- a chunk carried by content is in the manifest by construction, a gone one (compared as
+-- nothing) is not: the first ID compared stands for the gold chunk
+LEFT JOIN index_chunks c ON c.index_version = m.index_version AND c.chunk_id = m.compared[1]
 WHERE m.rank IS NULL OR m.rank > m.k;

@@ -128,6 +128,20 @@ FROM (
     FROM request_cutoffs
 );
 
+-- Gold chunk IDs carried to a rebuilt index by content (pipeline/rebuild.py, written by
+-- sql/carry_gold_ids.sql): a request served by index_version compares each gold chunk as the
+-- IDs carried here (sql/route_ids.sql). One row per gold version x index version x gold chunk
+-- x chunk compared as (several when the new index holds that content more than once).
+CREATE TABLE IF NOT EXISTS carried_gold_ids (
+    gold_version     VARCHAR   NOT NULL,
+    index_version    VARCHAR   NOT NULL,   -- the rebuilt index
+    gold_chunk_id    VARCHAR   NOT NULL,   -- as the gold set names it
+    carried_chunk_id VARCHAR,              -- compared as this ID; NULL when gone
+    how              VARCHAR   NOT NULL,   -- same_id | content_hash | gone | unknown
+    from_version     VARCHAR,              -- whose manifest gave the old content; NULL: unknown
+    live_from        TIMESTAMP NOT NULL    -- when index_version went live (UTC)
+);
+
 -- Public. One row per missing gold chunk of a scored request.
 CREATE TABLE IF NOT EXISTS miss_causes (
     request_id    VARCHAR NOT NULL,
@@ -251,6 +265,23 @@ CREATE TABLE IF NOT EXISTS alerts (
     slice        VARCHAR   NOT NULL,
     metric       VARCHAR   NOT NULL,
     window_start TIMESTAMP NOT NULL    -- the window whose drift row holds the event
+);
+
+-- Public. One row per data-quality check of an interval [interval_start, interval_end) and
+-- stage: 'files', the interval's log files before they are loaded (a blocking failure keeps
+-- them out of the warehouse), or 'loaded', warnings read from the warehouse after ingest and
+-- scoring. Written by pipeline/quality.py, which replaces an interval's rows of a stage.
+CREATE TABLE IF NOT EXISTS quality_checks (
+    interval_start TIMESTAMP NOT NULL,
+    interval_end   TIMESTAMP NOT NULL,
+    stage          VARCHAR   NOT NULL,   -- files | loaded
+    check_name     VARCHAR   NOT NULL,   -- e.g. 'request_id unique'
+    blocking       BOOLEAN   NOT NULL,   -- a failure stops the interval; else a warning
+    success        BOOLEAN   NOT NULL,
+    observed       VARCHAR,              -- what was found, e.g. '3 duplicates' or '0.020'
+    example        VARCHAR,              -- one offending record, e.g. 'r-17'
+    detail         VARCHAR   NOT NULL,   -- one line for people
+    checked_at     TIMESTAMP NOT NULL
 );
 
 -- The configuration in force: cutoffs and pass mark (set by the last score/aggregate that was

@@ -81,7 +81,7 @@ def _ingest_log_file(con, path: Path, max_record_bytes: int) -> tuple[FileResult
             run_script(con, "rejudge_candidates", params)
             run_script(con, "forget_source", params)
         try:
-            n_read = _stage_parquet(con, path) if is_parquet else _stage_jsonl(
+            n_read = stage_parquet(con, path) if is_parquet else stage_jsonl(
                 con, path, max_record_bytes)
         except duckdb.OutOfMemoryException:
             raise  # not the file's fault: the CLI names the memory setting
@@ -99,7 +99,7 @@ def _ingest_log_file(con, path: Path, max_record_bytes: int) -> tuple[FileResult
                            n_quarantined), rejudge
 
 
-def _stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
+def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
     """Stage the lines of a JSONL file into stage_lines and run stage_logs_jsonl.sql; lines
     that are not UTF-8 or are over the size limit never reach SQL and join stage_rejects
     here."""
@@ -154,7 +154,7 @@ def _item_struct(arrow_type: pa.DataType | None, depth: int) -> pa.StructType | 
     return arrow_type if pa.types.is_struct(arrow_type) else None
 
 
-def _stage_parquet(con, path: Path) -> int:
+def stage_parquet(con, path: Path) -> int:
     """Stage a Parquet log file into stage_requests, the shape stage_logs_jsonl.sql gives
     JSONL. Columns are looked up in the file's schema, so a missing optional column reads as
     NULL and a column of the wrong type is a per-record reason, not a crash."""

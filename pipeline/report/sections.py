@@ -35,7 +35,9 @@ from pipeline.report.charts import (
 )
 from pipeline.report.drift import drift_section
 from pipeline.report.formats import compact, count, f2, f3, interval
+from pipeline.report.quality import quality_section
 from pipeline.report.reads import rows, scalar
+from pipeline.report.rebuild import rebuild_section
 from pipeline.report.scope import Scope
 from pipeline.warehouse import queries
 
@@ -61,6 +63,8 @@ def build_sections(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict:
         "worst": worst_section(con, scope, summary),
         "latest": latest_section(con, scope),
         "drift": drift_section(con, scope, daily, summary["served_k_text"]),
+        "quality": quality_section(con),
+        "rebuild": rebuild_section(con, scope, summary["served_k_text"]),
     }
 
 

@@ -1,0 +1,85 @@
+"""recallwatch_monitor: one UTC day of request logs per run, gated, scored, judged (wiring only)."""
+import os
+from datetime import datetime, timedelta
+
+from airflow.sdk import CronDataIntervalTimetable, Param, chain, dag, task
+
+from pipeline.announce import on_task_failure  # light: the standard library only
+
+WAREHOUSE = os.environ.get("RECALLWATCH_WAREHOUSE", "/opt/recallwatch/warehouse/recallwatch.duckdb")
+LOGS = os.environ.get("RECALLWATCH_LOG_SOURCE", "/opt/recallwatch/logs")
+REPORTS = os.environ.get("RECALLWATCH_REPORT_DIR", "/opt/recallwatch/reports/latest")
+WRITER = "recallwatch_writer"  # a pool of 1 slot: one process at a time may open the DuckDB file
+DAY = Param(None, type=["null", "string"], description="ISO date (UTC)")
+
+
+@dag(schedule=CronDataIntervalTimetable(os.environ.get("RECALLWATCH_SCHEDULE", "0 0 * * *"),
+                                        timezone="UTC"),
+     start_date=datetime.fromisoformat(os.environ.get("RECALLWATCH_START_DATE", "2026-10-01")),
+     catchup=True, max_active_runs=1, tags=["recallwatch"], params={"start": DAY, "end": DAY},
+     default_args={"owner": "recallwatch", "retries": 2, "retry_delay": timedelta(minutes=5),
+                   "on_failure_callback": on_task_failure})
+def recallwatch_monitor():
+    """Per run, its data interval [start, end): find the logs, gate their quality (a failure
+    fails the run before anything is loaded), ingest, score, record quality warnings, aggregate,
+    judge drift, report, alert. Each step replaces its interval's rows, so any task can be
+    cleared and re-run. A run triggered without a logical date has no interval: give params
+    `start` and `end` (ISO dates; given, they win over the interval). See dags/README.md."""
+
+    @task
+    def logs(params=None, data_interval_start=None, data_interval_end=None) -> dict:
+        from pipeline.api import instant, logs_for_interval
+        start, end = params["start"] or data_interval_start, params["end"] or data_interval_end
+        if not (start and end):
+            raise ValueError("this run has no data interval: trigger it with params start and end")
+        start, end = instant(start).isoformat(), instant(end).isoformat()
+        return {"start": start, "end": end, "paths": logs_for_interval(LOGS, start, end)}
+
+    @task(pool=WRITER, retries=0)  # bad data stays bad: a failed gate is not retried
+    def check(run: dict) -> dict:
+        from pipeline import api
+        return api.check_logs(WAREHOUSE, run["paths"], run["start"], run["end"])
+
+    @task(pool=WRITER)
+    def ingest(run: dict) -> dict:
+        from pipeline import api
+        done = api.ingest_logs(WAREHOUSE, run["paths"]) if run["paths"] else None  # empty day
+        return {key: getattr(done, key, 0) for key in ("read", "loaded", "quarantined")}
+
+    @task(pool=WRITER)
+    def score(run: dict) -> int:
+        from pipeline import api
+        return len(api.score(WAREHOUSE, run["start"], run["end"]).windows)
+
+    @task(pool=WRITER)  # matched and quarantined shares: warnings for the report, never a stop
+    def quality_warnings(run: dict) -> dict:
+        from pipeline import api
+        return api.quality_warnings(WAREHOUSE, run["start"], run["end"], paths=run["paths"] or None)
+
+    @task(pool=WRITER)
+    def aggregate(run: dict) -> dict:
+        from pipeline import api
+        return {grain: api.aggregate(WAREHOUSE, run["start"], run["end"], grain=grain).rows
+                for grain in api.configure(WAREHOUSE).grains}
+
+    @task(pool=WRITER)  # from start on: later windows' baselines and tests read this one
+    def drift(run: dict) -> int:
+        from pipeline import api
+        return api.drift(WAREHOUSE, run["start"]).opened
+
+    @task(pool=WRITER)  # reads only, but cannot open the file while another process writes it
+    def report() -> str:
+        from pipeline import api
+        return str(api.report(WAREHOUSE, REPORTS))
+
+    @task(pool=WRITER)
+    def alert(report_path: str) -> dict:
+        from pipeline import api
+        return api.alert(WAREHOUSE, report=report_path)
+
+    run, written = logs(), report()
+    chain(run, check(run), ingest(run), score(run), quality_warnings(run), aggregate(run),
+          drift(run), written, alert(written))
+
+
+recallwatch_monitor()

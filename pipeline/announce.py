@@ -1,0 +1,199 @@
+"""Announcements from recallwatch that are not drift alerts: an index rebuild announced to
+Airflow, and a failed scheduled task announced on the alert channels.
+
+`announce_rebuild` creates an asset event for `recallwatch://index-rebuild` through Airflow 3's
+public REST API (a JWT from the simple auth manager's `POST /auth/token`, the asset looked up
+by URI, then `POST /api/v2/assets/events`); the event's extra carries index_version, manifest
+and live_from, and the recallwatch_backfill DAG, scheduled on that asset, runs with them.
+`announce_failure` (and `on_task_failure`, the DAGs' failure callback) tells whoever watches
+the watcher: a short message on the alert channels of the environment; it never raises. Neither
+imports Airflow; passwords and tokens are read from the environment and never printed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from pipeline.errors import RecallwatchError
+
+log = logging.getLogger(__name__)
+
+REBUILD_ASSET = "recallwatch://index-rebuild"
+CREDENTIALS = (("RECALLWATCH_AIRFLOW_USER", "RECALLWATCH_AIRFLOW_PASSWORD"),
+               ("AIRFLOW_USER", "AIRFLOW_PASSWORD"))
+_SET_CREDENTIALS = "set AIRFLOW_USER and AIRFLOW_PASSWORD (or RECALLWATCH_AIRFLOW_USER/_PASSWORD)"
+
+
+# --------------------------------------------------------------------------- index rebuilds
+
+def credentials(environ: Mapping[str, str] = os.environ) -> tuple[str | None, str | None]:
+    """(user, password) from RECALLWATCH_AIRFLOW_USER/_PASSWORD, else AIRFLOW_USER/_PASSWORD;
+    (None, None) when neither pair is set (an Airflow that lets everyone in needs no login)."""
+    for user_var, password_var in CREDENTIALS:
+        if environ.get(user_var) or environ.get(password_var):
+            return environ.get(user_var) or None, environ.get(password_var) or None
+    return None, None
+
+
+def announce_rebuild(airflow_url: str, index_version: str, manifest: str, live_from, *,
+                     user: str | None = None, password: str | None = None,
+                     timeout: float = 10) -> dict:
+    """Tell Airflow that index `index_version` (its chunk manifest at `manifest`, a path the
+    Airflow workers can read) serves requests from the day `live_from` on. Returns the asset
+    event Airflow created: {"asset_id", "event_id", "timestamp", "extra"}. A user or password
+    not given comes from the environment (see `credentials`)."""
+    from pipeline.api import instant
+
+    base = airflow_url.strip().rstrip("/")
+    parts = urllib.parse.urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
+        # not echoed: a URL with user:password@ in it holds a secret
+        raise RecallwatchError("--airflow-url must be the api-server's http(s) URL without a "
+                               "user or password in it, e.g. http://airflow:8080; for a login, "
+                               + _SET_CREDENTIALS + ".")
+    if not index_version.strip():
+        raise RecallwatchError("--index-version must name the new index, e.g. idx-2026-11-02.")
+    if not str(manifest).strip():
+        raise RecallwatchError("--manifest must give the path of the new index's manifest.")
+    day = instant(live_from, "--live-from")
+    if user is None and password is None:
+        user, password = credentials()
+    if bool(user) != bool(password):
+        raise RecallwatchError(f"a user and a password are needed together to log in to Airflow: "
+                               f"{_SET_CREDENTIALS}.")
+    extra = {"index_version": index_version, "manifest": _absolute(str(manifest)),
+             "live_from": day.date().isoformat()}
+
+    headers = {}
+    if user:
+        login = _call(base, "POST", "/auth/token", {"username": user, "password": password},
+                      {}, timeout)
+        headers["Authorization"] = f"Bearer {login['access_token']}"
+    query = urllib.parse.urlencode({"uri_pattern": REBUILD_ASSET, "limit": 100})
+    found = _call(base, "GET", f"/api/v2/assets?{query}", None, headers, timeout)
+    ids = [a["id"] for a in found.get("assets", [])
+           if REBUILD_ASSET.rstrip("/") in (a.get("name"), str(a.get("uri", "")).rstrip("/"))]
+    if not ids:
+        raise RecallwatchError(f"Airflow at {base} knows no asset {REBUILD_ASSET}: deploy the "
+                               "recallwatch_backfill DAG (its schedule declares the asset) and "
+                               "let the dag-processor parse it, then announce again.")
+    event = _call(base, "POST", "/api/v2/assets/events", {"asset_id": ids[0], "extra": extra},
+                  headers, timeout)
+    return {"asset_id": ids[0], "event_id": event.get("id"),
+            "timestamp": event.get("timestamp"), "extra": extra}
+
+
+def _absolute(manifest: str) -> str:
+    """A local relative path means nothing to an Airflow worker: make it absolute. URLs and
+    absolute paths stay as given."""
+    if "://" in manifest or os.path.isabs(manifest):
+        return manifest
+    return os.path.abspath(manifest)
+
+
+_ADVICE = {
+    ("/auth/token", 401): "the user or password is wrong; " + _SET_CREDENTIALS,
+    ("/auth/token", 404): "it has no token endpoint, so its auth manager is not the simple auth "
+                          "manager this command logs in with",
+    ("/api/v2/assets", 401): "it needs a login; " + _SET_CREDENTIALS,
+    ("/api/v2/assets", 403): "the user may not read assets; give it a role that may",
+    ("/api/v2/assets/events", 401): "it needs a login; " + _SET_CREDENTIALS,
+    ("/api/v2/assets/events", 403): "the user may not create asset events; give it a role "
+                                    "that may",
+}
+
+
+def _call(base: str, method: str, path: str, body: dict | None, headers: dict[str, str],
+          timeout: float) -> dict:
+    """One JSON request; any failure becomes one RecallwatchError sentence that holds no
+    password or token."""
+    request = urllib.request.Request(
+        base + path, method=method,
+        data=None if body is None else json.dumps(body).encode("utf-8"),
+        headers={"Accept": "application/json", "User-Agent": "recallwatch", **headers,
+                 **({"Content-Type": "application/json"} if body is not None else {})})
+    endpoint = path.split("?")[0]
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        advice = _ADVICE.get((endpoint, exc.code),
+                             "check --airflow-url and the api-server's log")
+        raise RecallwatchError(f"Airflow at {base} answered {method} {endpoint} with HTTP "
+                               f"{exc.code}: {advice}.") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        reason = getattr(reason, "strerror", None) or reason   # "Connection refused"
+        raise RecallwatchError(f"cannot reach Airflow at {base} ({reason}): check --airflow-url "
+                               "and that its api-server is running.") from None
+    except ValueError:
+        raise RecallwatchError(f"Airflow at {base} answered {method} {endpoint} with something "
+                               "other than JSON: is --airflow-url the api-server's address?"
+                               ) from None
+
+
+# --------------------------------------------------------------------------- failed tasks
+
+def announce_failure(dag_id: str, task_id: str, start=None, end=None, *,
+                     error: BaseException | str | None = None, run_id: str | None = None,
+                     environ: Mapping[str, str] = os.environ, now: datetime | None = None,
+                     timeout: float = 10) -> int:
+    """Send "task X of DAG Y failed for interval [start, end)" on every alert channel the
+    environment configures (pipeline.alerts), each tried twice. Never raises: this runs in a
+    failure callback, and a broken channel must not hide the failure it reports. Returns how
+    many channels took the message."""
+    try:
+        # alerts has no public one-off send; _attempt is its one delivery path (with retries
+        # and secret-free errors), so use it rather than a second copy
+        from pipeline.alerts import AlertMessage, _attempt, _one_line, channels_from_env
+
+        channels = channels_from_env(environ)
+        interval = (f"interval [{_text(start)}, {_text(end)})" if start or end
+                    else "a run without a data interval")
+        title = f"recallwatch: task {task_id} of DAG {dag_id} failed"
+        text = f"task {task_id} of DAG {dag_id} failed for {interval}"
+        text += f" (run {run_id})" if run_id else ""
+        text += f": {_one_line(str(error), 300)}" if error else "."
+        message = AlertMessage(None, "task_failed", "", "", None, title, text,
+                               {"dag_id": dag_id, "task_id": task_id, "run_id": run_id,
+                                "interval_start": _text(start), "interval_end": _text(end)})
+        stamp = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)
+        delivered = 0
+        for channel in channels:
+            _, failure = _attempt(channel, message, now=stamp, retries=2, backoff=1.0,
+                                  timeout=timeout)
+            if failure:
+                log.warning("failure notice via %s not delivered: %s", channel.name, failure)
+            delivered += failure is None
+        if not channels:
+            log.warning("%s; no alert channel is configured to tell anyone", text)
+        return delivered
+    except Exception as exc:  # the callback must not raise; the task's failure stands
+        # a RecallwatchError names a bad setting, never its value; anything else: its type only
+        why = exc if isinstance(exc, RecallwatchError) else type(exc).__name__
+        log.warning("failure notice not sent: %s", why)
+        return 0
+
+
+def on_task_failure(context: Mapping) -> None:
+    """An Airflow task's on_failure_callback: announce_failure with the plain values of the
+    task's context (a mapping read with .get(); nothing of Airflow is imported). Never raises."""
+    try:
+        ti = context.get("task_instance")
+        announce_failure(getattr(ti, "dag_id", "?"), getattr(ti, "task_id", "?"),
+                         context.get("data_interval_start"), context.get("data_interval_end"),
+                         error=context.get("exception"), run_id=getattr(ti, "run_id", None))
+    except Exception as exc:
+        log.warning("failure notice not sent: %s", type(exc).__name__)
+
+
+def _text(value) -> str | None:
+    return None if value is None else (value.isoformat() if hasattr(value, "isoformat")
+                                       else str(value))

@@ -1,0 +1,131 @@
+"""Rebuild: an index rebuild went live, so the gold chunk IDs of every gold set are carried to
+the new index by content and the affected days are re-scored.
+
+Chunk IDs rarely survive a rebuild, and a gold ID the new index no longer uses would count as a
+miss on every request it serves. So `rebuild` loads the new index's manifest, finds each gold
+chunk's content in the manifest of the index that served before (sql/carry_gold_ids.sql) and the
+chunks with that content in the new one, and records in `carried_gold_ids` what each gold chunk
+is compared as when the new index served the request (sql/route_ids.sql): itself (`same_id`),
+the IDs now holding its content (`content_hash`), nothing (`gone`: its content left the index,
+so it stays needed and missed, cause not_in_index), or itself as before (`unknown`: no manifest
+knows its old content). Requests of other index versions keep the gold IDs as they are.
+
+The carried IDs are part of what a day is scored with (pipeline.state.manifest_fingerprint), so
+the days they change are found stale like any other; this step re-scores the stale days from
+the day `live_from` falls in (and any earlier day the new index already served), re-aggregates
+them and re-judges drift, as `run` does. Running it again with the same inputs changes
+nothing. Days before `live_from` are left to `run` (the manifest fingerprint is one for the
+whole warehouse, so `run` finds them stale too and re-scores them to the same values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pipeline import state
+from pipeline.aggregate import aggregate
+from pipeline.config import require_gold, resolve
+from pipeline.drift import drift
+from pipeline.errors import RecallwatchError
+from pipeline.ingest import FileResult, ingest_index
+from pipeline.progress import Progress
+from pipeline.score import score
+from pipeline.warehouse import queries, run_script, sql, transaction
+
+# How a gold chunk reached the new index, in the order summaries list them.
+CARRY_HOWS = ("same_id", "content_hash", "gone", "unknown")
+
+
+@dataclass(frozen=True)
+class NotCarried:
+    """A golden's gold chunk the rebuild could not carry by content."""
+
+    gold_version: str
+    gold_id: str
+    chunk_id: str
+    how: str                  # gone | unknown
+    from_version: str | None  # the manifest that knew its content (gone); None when unknown
+
+
+@dataclass(frozen=True)
+class RebuildResult:
+    index_version: str
+    live_from: datetime
+    manifest: FileResult
+    carried: dict[str, int]            # how -> gold chunks (per gold version)
+    not_carried: tuple[NotCarried, ...]
+    days_rescored: tuple[datetime, ...]
+    days_aggregated: tuple[datetime, ...]
+
+    def as_dict(self) -> dict:
+        """Plain values (ISO dates, lists, dicts) for JSON and the CLI."""
+        return {
+            "index_version": self.index_version,
+            "live_from": self.live_from.isoformat(),
+            "manifest": {"source": self.manifest.source, "read": self.manifest.read,
+                         "loaded": self.manifest.loaded,
+                         "quarantined": self.manifest.quarantined,
+                         "skipped": self.manifest.skipped},
+            "carried": dict(self.carried),
+            "not_carried": [
+                {"gold_version": c.gold_version, "gold_id": c.gold_id, "chunk_id": c.chunk_id,
+                 "how": c.how, "from_version": c.from_version}
+                for c in self.not_carried
+            ],
+            "days_rescored": [day.date().isoformat() for day in self.days_rescored],
+            "days_aggregated": [day.date().isoformat() for day in self.days_aggregated],
+        }
+
+
+def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, *,
+            progress: Progress | None = None) -> RebuildResult:
+    """Load `manifest` as `index_version` (which went live at `live_from`, naive UTC), carry
+    every gold set's chunk IDs to it by content (replacing what was carried to it before), and
+    re-score, re-aggregate and re-judge the affected days that are stale. Idempotent."""
+    if live_from is None:
+        raise RecallwatchError("--live-from must say when the rebuilt index went live "
+                               "(e.g. 2026-11-08 or 2026-11-08T06:00).")
+    loaded = ingest_index(con, manifest, index_version)
+    with transaction(con):
+        run_script(con, "carry_gold_ids", {"index_version": index_version,
+                                            "live_from": live_from})
+    rescored, aggregated = _catch_up(con, index_version, live_from, progress)
+    counts = dict(con.execute(queries("rebuild_carried")["carried_counts"],
+                              {"index_version": index_version}).fetchall())
+    lost = con.execute(queries("rebuild_carried")["not_carried"],
+                       {"index_version": index_version}).fetchall()
+    return RebuildResult(
+        index_version=index_version, live_from=live_from, manifest=loaded,
+        carried={how: counts.get(how, 0) for how in CARRY_HOWS},
+        not_carried=tuple(NotCarried(*row) for row in lost),
+        days_rescored=tuple(rescored), days_aggregated=tuple(aggregated))
+
+
+def _catch_up(con, index_version: str, live_from: datetime,
+              progress: Progress | None) -> tuple[list[datetime], list[datetime]]:
+    """Re-score the stale days the rebuild affects, re-aggregate them in every grain kept and
+    re-judge drift, as pipeline.run does for every stale day."""
+    config = resolve(con)
+    if not con.execute("SELECT 1 FROM requests LIMIT 1").fetchall():
+        return [], []
+    require_gold(config)
+    first = datetime.combine(live_from.date(), datetime.min.time())
+    served = {row[0] for row in con.execute(sql("rebuild_served_days"),
+                                            {"index_version": index_version}).fetchall()}
+    affected = [day for day in state.stale_score_days(con, config)
+                if day >= first or day in served]
+    rescored: list[datetime] = []
+    for start, end in state.contiguous(affected):
+        summary = score(con, config, start=start, end=end, progress=progress)
+        rescored.extend(w[0] for w in summary.windows)
+    aggregated: set[datetime] = set()
+    for grain in config.grains:
+        stale = set(rescored) | {day for day in state.stale_metric_days(con, config, grain)
+                                 if day >= first or day in served}
+        for start, end in state.contiguous(sorted(stale)):
+            aggregate(con, config, grain=grain, start=start, end=end, progress=progress)
+        aggregated |= stale
+    if state.stale_drift(con, config):
+        drift(con, config, progress=progress)
+    return rescored, sorted(aggregated)
+

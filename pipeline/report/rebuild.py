@@ -1,0 +1,114 @@
+"""The report's "Before / after the rebuild" section, for one scope: for every index version
+gold IDs were carried to (pipeline.rebuild), mean recall@k over the whole days just before it
+went live against the whole days just after (window_sums, grain 'day', slice 'all', pooled by
+summing), the interval of the difference, how the gold chunks were carried, and the goldens
+whose gold chunks were not (gone or unknown). Its queries are sql/report_rebuild.sql.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import duckdb
+import numpy as np
+
+from pipeline.config import DEFAULT_ALPHA
+from pipeline.rebuild import CARRY_HOWS
+from pipeline.report.reads import rows, scalar, tables
+from pipeline.report.scope import Scope
+from pipeline.stats import ClusterStats, cluster_difference_interval, cluster_t_interval
+from pipeline.warehouse import queries
+
+SIDE_DAYS = 7
+NOT_CARRIED_SHOWN = 50
+SIDES = ("before", "after")
+METHOD = "cluster-robust Welch (CR1, Satterthwaite df; Welch when no request has a session)"
+
+
+def rebuild_section(con: duckdb.DuckDBPyConnection, scope: Scope,
+                    served_k_text: str) -> dict | None:
+    """One comparison per rebuild, oldest first; None when no rebuild is recorded (or the
+    warehouse predates rebuilds) or the scope has no k. `served_k_text` is the k of the
+    per-request misses of the chunks not carried."""
+    if scope.k is None or "carried_gold_ids" not in tables(con):
+        return None
+    found = rows(con, _rebuild_sql("rebuilds"))
+    if not found:
+        return None
+    return {"rebuilds": [_one_rebuild(con, scope, row, served_k_text) for row in found],
+            "side_days": SIDE_DAYS, "method": METHOD}
+
+
+def live_window(live_from: datetime, days: int = SIDE_DAYS) -> dict[str, datetime]:
+    """The `days` whole UTC days just before and just after an index went live. The day it
+    went live in, when not at midnight, served both indexes and belongs to neither side."""
+    floor = datetime.combine(live_from.date(), datetime.min.time())
+    ceil = floor if floor == live_from else floor + timedelta(days=1)
+    return {"before_start": floor - timedelta(days=days), "before_end": floor,
+            "after_start": ceil, "after_end": ceil + timedelta(days=days)}
+
+
+def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
+                 served_k_text: str) -> dict:
+    version = rebuild["index_version"]
+    window = live_window(rebuild["live_from"])
+    found = {row["side"]: row for row in rows(
+        con, _rebuild_sql("rebuild_sides"), **scope.params("route", "k", "gold_version"),
+        **window)}
+    sides = [_side(name, found.get(name), window) for name in SIDES]
+    before, after = (found.get(name) for name in SIDES)
+    difference = None
+    if before and after:
+        d = cluster_difference_interval(_stats(before), _stats(after), DEFAULT_ALPHA)
+        difference = {"delta": _number(d.delta), "low": _number(d.low), "high": _number(d.high)}
+    carried = {row["how"]: row["chunks"] for row in rows(
+        con, _rebuild_sql("rebuild_carried"), index_version=version,
+        gold_version=scope.gold_version)}
+    lost = rows(con, _rebuild_sql("rebuild_not_carried"), **scope.params("route", "gold_version"),
+                index_version=version, limit=NOT_CARRIED_SHOWN)
+    total = lost[0]["total"] if lost else 0
+    served = scalar(con, _rebuild_sql("rebuild_served"), **scope.params("route", "gold_version"),
+                    index_version=version) or 0
+    n = sum(side["n"] for side in sides)
+    return {
+        "index_version": version,
+        "live_from": rebuild["live_from"],
+        "from_version": rebuild["from_version"],
+        "sides": sides,
+        "difference": difference,
+        "carried": [{"how": how, "chunks": carried.get(how, 0)} for how in CARRY_HOWS],
+        "not_carried": lost,
+        "not_carried_more": max(0, total - len(lost)),
+        "caption": scope.caption(n),
+        "carried_caption": scope.caption(served, served_k_text),
+    }
+
+
+def _side(name: str, row: dict | None, window: dict[str, datetime]) -> dict:
+    """One side's pooled mean recall with its own interval (cluster-robust t, as the daily
+    rows)."""
+    start, end = window[f"{name}_start"], window[f"{name}_end"]
+    side = {"side": name, "first": start.date(), "last": (end - timedelta(days=1)).date(),
+            "days": 0, "n": 0, "n_clusters": 0, "mean": None, "low": None, "high": None}
+    if row and row["n"]:
+        ci = cluster_t_interval(*_stats(row), DEFAULT_ALPHA)
+        side.update(days=row["days"], n=row["n"], n_clusters=row["n_clusters"],
+                    mean=row["recall_sum"] / row["n"], low=_number(ci.low),
+                    high=_number(ci.high))
+    return side
+
+
+def _stats(row: dict) -> ClusterStats:
+    return ClusterStats(row["n"], row["n_clusters"], row["recall_sum"], row["recall_cluster_sq"],
+                        row["recall_cluster_cross"], row["size_sq"])
+
+
+def _number(x) -> float | None:
+    """A float for the template; NaN (an undefined interval) as None, shown as a dash."""
+    value = float(x)
+    return None if np.isnan(value) else value
+
+
+def _rebuild_sql(name: str) -> str:
+    """A named query of sql/report_rebuild.sql."""
+    return queries("report_rebuild")[name]

@@ -1,0 +1,89 @@
+-- carry_gold_ids: carry the gold chunk IDs of every gold-set version to a rebuilt index by
+-- content, replacing what was carried to that index before (pipeline/rebuild.py).
+-- Grain: carried_gold_ids one row per gold version x gold chunk x chunk it is compared as in
+-- $index_version. Parameters: $index_version (the rebuilt index, its manifest loaded),
+-- $live_from (TIMESTAMP, UTC: when it went live).
+-- The old content of a gold chunk comes from the other loaded manifests, the one that served
+-- last before $live_from first (then by version name); where an earlier rebuild carried the
+-- chunk to such a version, its content there is that of the chunk it was carried to, so
+-- rebuilds chain. Content matches when a content_hash or the sha256 of the text (as
+-- sql/load_index.sql hashes it) agrees. how: same_id (the new manifest holds the ID with that
+-- content: compared as itself only), content_hash (the content under other IDs: compared as
+-- each of them), gone (no chunk holds it: compared as nothing, so always a miss), unknown (no
+-- other manifest knows the chunk: compared as itself, as without a rebuild).
+
+DELETE FROM carried_gold_ids WHERE index_version = $index_version;
+
+INSERT INTO carried_gold_ids
+    (gold_version, index_version, gold_chunk_id, carried_chunk_id, how, from_version, live_from)
+WITH gold_chunks AS (
+    SELECT DISTINCT gold_version, unnest(gold_chunk_ids) AS gold_chunk_id FROM goldens
+),
+preference AS (
+    -- every other loaded manifest, the one that served last before live_from first
+    SELECT v.index_version,
+           row_number() OVER (ORDER BY s.last_served DESC NULLS LAST, v.index_version DESC)
+               AS preference
+    FROM (SELECT DISTINCT index_version FROM index_chunks
+          WHERE index_version <> $index_version) v
+    LEFT JOIN (SELECT index_version, max(timestamp) AS last_served FROM requests
+               WHERE timestamp < $live_from GROUP BY index_version) s USING (index_version)
+),
+stood_for AS (
+    -- the chunk that stood for a gold chunk in another version: itself, unless a rebuild
+    -- carried it there (a gone one stands for nothing)
+    SELECT g.gold_version, g.gold_chunk_id, p.index_version, g.gold_chunk_id AS chunk_id
+    FROM gold_chunks g
+    CROSS JOIN preference p
+    WHERE NOT EXISTS (SELECT 1 FROM carried_gold_ids k
+                      WHERE k.gold_version = g.gold_version AND k.index_version = p.index_version
+                        AND k.gold_chunk_id = g.gold_chunk_id)
+    UNION ALL
+    SELECT k.gold_version, k.gold_chunk_id, k.index_version, k.carried_chunk_id
+    FROM carried_gold_ids k
+    WHERE k.index_version <> $index_version AND k.carried_chunk_id IS NOT NULL
+),
+old_content AS (
+    SELECT s.gold_version, s.gold_chunk_id, s.index_version AS from_version,
+           list_distinct(list_filter([c.content_hash, sha256(c.text)], lambda h: h IS NOT NULL))
+               AS hashes
+    FROM stood_for s
+    JOIN index_chunks c USING (index_version, chunk_id)
+    JOIN preference p USING (index_version)
+    QUALIFY row_number() OVER (PARTITION BY s.gold_version, s.gold_chunk_id
+                               ORDER BY p.preference, c.chunk_id) = 1
+),
+new_hashes AS (
+    SELECT DISTINCT chunk_id,
+           unnest(list_filter([content_hash, sha256(text)], lambda h: h IS NOT NULL)) AS hash
+    FROM index_chunks
+    WHERE index_version = $index_version
+),
+found AS (
+    SELECT DISTINCT o.gold_version, o.gold_chunk_id, n.chunk_id
+    FROM (SELECT gold_version, gold_chunk_id, unnest(hashes) AS hash FROM old_content) o
+    JOIN new_hashes n USING (hash)
+),
+judged AS (
+    SELECT g.gold_version, g.gold_chunk_id, o.from_version,
+           list(f.chunk_id ORDER BY f.chunk_id) FILTER (WHERE f.chunk_id IS NOT NULL) AS chunks
+    FROM gold_chunks g
+    LEFT JOIN old_content o USING (gold_version, gold_chunk_id)
+    LEFT JOIN found f USING (gold_version, gold_chunk_id)
+    GROUP BY ALL
+)
+SELECT gold_version, $index_version, gold_chunk_id,
+       unnest(CASE
+           WHEN from_version IS NULL THEN [gold_chunk_id]
+           WHEN list_contains(chunks, gold_chunk_id) THEN [gold_chunk_id]
+           WHEN len(chunks) > 0 THEN chunks
+           ELSE [NULL]
+       END),
+       CASE
+           WHEN from_version IS NULL THEN 'unknown'
+           WHEN list_contains(chunks, gold_chunk_id) THEN 'same_id'
+           WHEN len(chunks) > 0 THEN 'content_hash'
+           ELSE 'gone'
+       END,
+       from_version, $live_from::TIMESTAMP
+FROM judged;

@@ -1,0 +1,31 @@
+-- quality_records: add one staged and judged log file to the data-quality frame of an interval
+-- (temp table quality_records, sql/quality_frame.sql), which pipeline/quality.py validates with
+-- Great Expectations before anything is loaded.
+-- Grain: one row per record read (non-blank line or Parquet row), readable or not. Input:
+-- stage_requests and stage_rejects (sql/stage_logs_jsonl.sql, or pipeline/ingest/logs.py for
+-- Parquet) and stage_checked (sql/validate_logs.sql).
+-- Parameters: $file_no (the file's place in the interval's list), $place (the file as the
+-- checks name it, followed by 'line' or 'row').
+-- Values are the record's as logged (k only where given); the timestamp is read by the rules
+-- ingest applies (validate_logs.sql), so the gate and the load agree on what a timestamp is.
+-- `digest` tells an identical re-delivery (loaded once by ingest) from a conflicting duplicate.
+
+INSERT INTO quality_records
+SELECT
+    $file_no, r.line, $place || ' ' || r.line, true, NULL,
+    CASE WHEN trim(r.logged.request_id) <> '' THEN r.logged.request_id END,
+    c.timestamp,
+    r.logged.timestamp,
+    CASE WHEN trim(r.logged.index_version) <> '' THEN r.logged.index_version END,
+    try_cast(r.logged.k AS DOUBLE),
+    list_transform(r.items, lambda x: x.rank),
+    list_min(list_transform(r.items, lambda x: x.rank)),
+    len(r.items),
+    coalesce(trim(r.logged.gold_id) <> '', false) OR coalesce(trim(r.logged.query) <> '', false),
+    md5(to_json({'logged': r.logged, 'items': r.items})::VARCHAR)
+FROM stage_requests AS r
+JOIN stage_checked AS c USING (line);
+
+INSERT INTO quality_records (file_no, line, place, parsed, problem)
+SELECT $file_no, line, $place || ' ' || line, false, reason
+FROM stage_rejects;

@@ -1,0 +1,79 @@
+-- report_rebuild: the queries behind the report's "Before / after the rebuild" section, one
+-- route, cutoff k and gold set at a time: the rebuilds recorded in carried_gold_ids, the
+-- pooled sums of the days before and after each went live (window_sums, grain 'day', slice
+-- 'all'), how the gold chunks were carried, and those that were not (with their misses on the
+-- rebuilt index among the scope's scored requests, scored_requests of report_macros.sql).
+
+-- name: rebuilds
+-- Every index version gold IDs were carried to, when it went live and the manifest the old
+-- content mostly came from. Grain: one row per rebuilt index version, by live_from.
+-- Parameters: none.
+SELECT index_version, min(live_from) AS live_from, mode(from_version) AS from_version
+FROM carried_gold_ids
+GROUP BY index_version
+ORDER BY live_from, index_version;
+
+-- name: rebuild_sides
+-- The day windows of [$before_start, $before_end) and [$after_start, $after_end) pooled per
+-- side: summed n and recall sums with the cluster sums the interval needs (a session is a
+-- cluster per day, as the drift step pools days), and the days with scored requests.
+-- Grain: one row per side with data ('before', 'after').
+-- Parameters: $route, $k, $gold_version, $before_start, $before_end, $after_start, $after_end.
+SELECT CASE WHEN window_start < $before_end THEN 'before' ELSE 'after' END AS side,
+       count(*) FILTER (WHERE n > 0) AS days, CAST(sum(n) AS BIGINT) AS n,
+       CAST(sum(n_clusters) AS BIGINT) AS n_clusters, sum(recall_sum) AS recall_sum,
+       sum(recall_cluster_sq) AS recall_cluster_sq,
+       sum(recall_cluster_cross) AS recall_cluster_cross, sum(size_sq) AS size_sq,
+       bool_or(any_session) AS any_session
+FROM window_sums
+WHERE grain = 'day' AND slice = 'all' AND route = $route AND k = $k
+  AND gold_version = $gold_version
+  AND ((window_start >= $before_start AND window_start < $before_end)
+       OR (window_start >= $after_start AND window_start < $after_end))
+GROUP BY side;
+
+-- name: rebuild_carried
+-- The gold chunks of the scope's gold set per how they were carried to one index version (a
+-- chunk carried to several IDs counts once). Grain: one row per how.
+-- Parameters: $index_version, $gold_version.
+SELECT how, count(DISTINCT gold_chunk_id) AS chunks
+FROM carried_gold_ids
+WHERE index_version = $index_version AND gold_version = $gold_version
+GROUP BY how;
+
+-- name: rebuild_not_carried
+-- The gold chunks of the scope's gold set that were not carried to one index version (gone,
+-- unknown), one row per golden that needs them, with its misses of that chunk among the
+-- scope's scored requests the rebuilt index served; at most $limit rows, `total` counting all.
+-- Grain: one row per golden x gold chunk, gone first. Parameters: $route, $gold_version,
+-- $index_version, $limit.
+WITH lost AS (
+    SELECT k.gold_chunk_id, k.how, k.from_version, g.gold_id
+    FROM carried_gold_ids k
+    JOIN goldens g ON g.gold_version = k.gold_version
+                  AND list_contains(g.gold_chunk_ids, k.gold_chunk_id)
+    WHERE k.index_version = $index_version AND k.gold_version = $gold_version
+      AND k.how IN ('gone', 'unknown')
+),
+misses AS (
+    SELECT m.gold_id, m.chunk_id AS gold_chunk_id, count(*) AS misses
+    FROM miss_causes m
+    JOIN scored_requests($route, $gold_version) s USING (request_id)
+    WHERE m.route = $route AND m.gold_version = $gold_version
+      AND m.index_version = $index_version
+      AND m.chunk_id IN (SELECT gold_chunk_id FROM lost)
+    GROUP BY ALL
+)
+SELECT l.gold_id, l.gold_chunk_id AS chunk_id, l.how, l.from_version,
+       coalesce(m.misses, 0) AS misses, count(*) OVER () AS total
+FROM lost l
+LEFT JOIN misses m USING (gold_id, gold_chunk_id)
+ORDER BY l.how, l.gold_chunk_id, l.gold_id
+LIMIT $limit;
+
+-- name: rebuild_served
+-- The scope's scored requests one index version served (n of the not-carried table).
+-- Grain: one row. Parameters: $route, $gold_version, $index_version.
+SELECT count(*) AS n
+FROM scored_requests($route, $gold_version)
+WHERE index_version = $index_version;

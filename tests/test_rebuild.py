@@ -1,0 +1,273 @@
+"""rebuild(): gold chunk IDs are carried to a rebuilt index by content, requests it served are
+re-scored with them from the day it went live (and only those days), what could not be carried
+is listed and stays a miss, a second rebuild changes nothing, and the report compares the days
+before and after with numbers a hand computation gives."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+from datetime import datetime
+
+import pytest
+from scipy import stats as sp
+
+from pipeline.ingest import ingest_gold, ingest_index, ingest_logs
+from pipeline.rebuild import rebuild
+from pipeline.report import write_report
+from pipeline.report.reads import prepare
+from pipeline.report.rebuild import live_window, rebuild_section
+from pipeline.report.scope import Scope
+from pipeline.run import run
+from tests.conftest import golden, request, snapshot, write_jsonl
+
+LIVE = datetime(2026, 11, 8)
+OLD_INDEX = [  # idx-1: what the gold set was written against
+    {"chunk_id": "c-1", "text": "alpha"},
+    {"chunk_id": "c-2", "text": "beta"},
+    {"chunk_id": "c-3", "text": "gamma"},
+]
+NEW_INDEX = [  # idx-2: c-1 re-IDed, c-2 kept, c-3's content changed (so its content is gone)
+    {"chunk_id": "n-1", "content_hash": hashlib.sha256(b"alpha").hexdigest()},
+    {"chunk_id": "c-2", "text": "beta"},
+    {"chunk_id": "c-3", "text": "gamma, rewritten"},
+    {"chunk_id": "c-4", "text": "delta"},
+]
+GOLD = [
+    golden("g-1", ["c-1", "c-2"]),
+    golden("g-2", ["c-3"], question="What is the fee?"),
+    golden("g-3", ["c-4"], question="What is the rural balance?"),   # c-4: in no old manifest
+]
+
+
+def day(n: int, hour: int = 10) -> str:
+    return f"2026-11-{n:02d}T{hour:02d}:00:00Z"
+
+
+# before: idx-1, recall@5 1, 0.5, 0 each day, 7 days; after: idx-2, 1, 0.5, 1, 0 each day, 3 days
+BEFORE = [(d, chunks) for d in range(1, 8) for chunks in (["c-1", "c-2"], ["c-1"], ["x"])]
+AFTER = [(d, gold, chunks) for d in range(8, 11) for gold, chunks in (
+    ("g-1", ["n-1", "c-2"]), ("g-1", ["c-2"]), ("g-1", ["n-1", "x", "c-2"]), ("g-2", ["c-3"]))]
+BEFORE_RECALLS = [1.0, 0.5, 0.0] * 7
+AFTER_RECALLS = [1.0, 0.5, 1.0, 0.0] * 3
+
+
+@pytest.fixture
+def world(con, tmp_path):
+    """Both indexes' requests loaded and scored before the rebuild is known (the new index's
+    requests then miss the re-IDed chunk); returns the new manifest's path."""
+    logs = [request(f"b-{d}-{i}", chunks, ts=day(d, 10 + i % 3))
+            for i, (d, chunks) in enumerate(BEFORE)]
+    logs += [request(f"a-{d}-{i}", chunks, ts=day(d, 10 + i % 4), gold_id=gold,
+                     index_version="idx-2")
+             for i, (d, gold, chunks) in enumerate(AFTER)]
+    write_jsonl(tmp_path / "logs.jsonl", logs)
+    write_jsonl(tmp_path / "gold.jsonl", GOLD)
+    write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
+    write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    return str(tmp_path / "idx-2.jsonl")
+
+
+def carried(con) -> list[tuple]:
+    return con.sql("SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id, how, "
+                   "from_version FROM carried_gold_ids ORDER BY ALL").fetchall()
+
+
+def recall_of(con, request_id: str) -> float:
+    return con.execute("SELECT recall FROM request_scores WHERE request_id = $r",
+                       {"r": request_id}).fetchall()[0][0]
+
+
+def test_gold_chunks_are_carried_by_content_hash_same_id_gone_or_unknown(con, world):
+    result = rebuild(con, "idx-2", world, LIVE)
+    assert carried(con) == [
+        ("v1", "idx-2", "c-1", "n-1", "content_hash", "idx-1"),
+        ("v1", "idx-2", "c-2", "c-2", "same_id", "idx-1"),
+        ("v1", "idx-2", "c-3", None, "gone", "idx-1"),
+        ("v1", "idx-2", "c-4", "c-4", "unknown", None),
+    ]
+    assert result.carried == {"same_id": 1, "content_hash": 1, "gone": 1, "unknown": 1}
+    assert [(c.gold_id, c.chunk_id, c.how) for c in result.not_carried] == [
+        ("g-2", "c-3", "gone"), ("g-3", "c-4", "unknown")]
+    assert result.as_dict()["not_carried"][0] == {
+        "gold_version": "v1", "gold_id": "g-2", "chunk_id": "c-3", "how": "gone",
+        "from_version": "idx-1"}
+
+
+def test_new_index_requests_retrieving_the_new_id_score_it_as_found(con, world):
+    assert recall_of(con, "a-8-0") == 0.5   # before the rebuild: n-1 is not c-1
+    rebuild(con, "idx-2", world, LIVE)
+    assert recall_of(con, "a-8-0") == 1.0
+    assert recall_of(con, "a-8-2") == 1.0   # n-1 at rank 1, c-2 at rank 3, both within k
+    assert con.sql("SELECT count(*) FROM miss_causes WHERE request_id IN ('a-8-0', 'a-8-2')"
+                   ).fetchall() == [(0,)]
+    # the missing c-1 of a request without n-1 is named by its gold ID, found not retrieved
+    assert con.sql("SELECT chunk_id, cause FROM miss_causes WHERE request_id = 'a-8-1'"
+                   ).fetchall() == [("c-1", "not_retrieved")]
+
+
+def test_gone_chunk_stays_a_miss_not_in_index_even_when_its_id_is_retrieved(con, world):
+    rebuild(con, "idx-2", world, LIVE)
+    assert recall_of(con, "a-8-3") == 0.0   # retrieved c-3, but its content is not c-3's any more
+    assert con.sql("SELECT gold_id, chunk_id, cause, index_version FROM miss_causes "
+                   "WHERE request_id = 'a-8-3'").fetchall() == [
+        ("g-2", "c-3", "not_in_index", "idx-2")]
+
+
+def test_old_index_requests_keep_comparing_the_gold_ids(con, world, tmp_path):
+    extra = write_jsonl(tmp_path / "extra.jsonl", [
+        request("old-after", ["n-1", "c-2"], ts=day(9)),            # idx-1 after live_from
+        request("old-before", ["c-1", "c-2"], ts=day(7, 23))])
+    ingest_logs(con, [str(extra)])
+    rebuild(con, "idx-2", world, LIVE)
+    assert recall_of(con, "old-after") == 0.5    # n-1 means nothing to idx-1
+    run(con)
+    assert recall_of(con, "old-before") == 1.0
+
+
+def test_days_before_live_from_are_not_rescored(con, world):
+    rows = ("SELECT * FROM {} WHERE {} < TIMESTAMP '2026-11-08' ORDER BY ALL")
+    scores = con.sql(rows.format("request_scores", "timestamp")).fetchall()
+    windows = con.sql(rows.format("score_windows", "day")).fetchall()
+    metrics = con.sql(rows.format("window_metrics", "window_start")).fetchall()
+    result = rebuild(con, "idx-2", world, LIVE)
+    assert result.as_dict()["days_rescored"] == ["2026-11-08", "2026-11-09", "2026-11-10"]
+    assert con.sql(rows.format("request_scores", "timestamp")).fetchall() == scores
+    assert con.sql(rows.format("score_windows", "day")).fetchall() == windows
+    assert con.sql(rows.format("window_metrics", "window_start")).fetchall() == metrics
+
+
+def test_rebuild_twice_changes_nothing(con, world):
+    rebuild(con, "idx-2", world, LIVE)
+    before = snapshot(con), carried(con)
+    again = rebuild(con, "idx-2", world, LIVE)
+    assert again.manifest.skipped
+    assert again.days_rescored == ()
+    assert (snapshot(con), carried(con)) == before
+
+
+def test_carrying_to_a_new_gold_set_makes_its_days_stale(con, world, tmp_path):
+    rebuild(con, "idx-2", world, LIVE)
+    write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["c-1"])])
+    ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2")
+    run(con)   # scored with v2, which nothing was carried for yet
+    assert recall_of(con, "a-8-0") == 0.0
+    result = rebuild(con, "idx-2", world, LIVE)   # manifest unchanged; v2's chunks carried
+    assert len(result.days_rescored) == 3
+    assert recall_of(con, "a-8-0") == 1.0
+
+
+def test_content_held_by_several_chunks_is_found_under_any_of_them(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "d-1", "text": "alpha"},
+                                           {"chunk_id": "d-2", "text": "alpha"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("old", ["c-1"], ts=day(1)),
+        request("new", ["x", "d-2"], ts=day(8), index_version="idx-2")])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    result = rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    assert result.carried["content_hash"] == 1   # one gold chunk, carried to two IDs
+    assert recall_of(con, "new") == 1.0
+
+
+def test_rebuilds_chain_through_the_index_that_served_before(con, world, tmp_path):
+    rebuild(con, "idx-2", world, LIVE)
+    write_jsonl(tmp_path / "idx-3.jsonl", [{"chunk_id": "m-1", "text": "alpha"},
+                                           {"chunk_id": "c-2", "text": "beta"}])
+    write_jsonl(tmp_path / "later.jsonl", [
+        request("later", ["m-1", "c-2"], ts=day(20), index_version="idx-3")])
+    ingest_logs(con, [str(tmp_path / "later.jsonl")])
+    rebuild(con, "idx-3", str(tmp_path / "idx-3.jsonl"), datetime(2026, 11, 20))
+    assert [row[2:] for row in carried(con) if row[1] == "idx-3"] == [
+        ("c-1", "m-1", "content_hash", "idx-2"),   # via n-1, what c-1 was in idx-2
+        ("c-2", "c-2", "same_id", "idx-2"),
+        ("c-3", None, "gone", "idx-1"),            # gone from idx-2: its content from idx-1
+        ("c-4", None, "gone", "idx-2"),
+    ]
+    assert recall_of(con, "later") == 1.0
+
+
+def test_before_after_numbers_equal_a_hand_computation(con, world):
+    rebuild(con, "idx-2", world, LIVE)
+    prepare(con)
+    section = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")
+    [r] = section["rebuilds"]
+    before, after = r["sides"]
+    assert (before["n"], before["days"], after["n"], after["days"]) == (21, 7, 12, 3)
+    assert before["mean"] == pytest.approx(sum(BEFORE_RECALLS) / 21)   # 0.5
+    assert after["mean"] == pytest.approx(sum(AFTER_RECALLS) / 12)     # 0.625
+    # no sessions: every request its own cluster, so the interval is Welch's
+    welch = sp.ttest_ind(AFTER_RECALLS, BEFORE_RECALLS, equal_var=False).confidence_interval(0.95)
+    assert r["difference"]["delta"] == pytest.approx(0.125)
+    assert r["difference"]["low"] == pytest.approx(welch.low, abs=1e-9)
+    assert r["difference"]["high"] == pytest.approx(welch.high, abs=1e-9)
+    assert (before["first"].isoformat(), before["last"].isoformat()) == ("2026-11-01",
+                                                                         "2026-11-07")
+    assert r["caption"] == {"k": 5, "k_text": "5", "route": "ids", "gold_version": "v1",
+                            "n": 33}
+    assert [(row["gold_id"], row["chunk_id"], row["how"], row["misses"])
+            for row in r["not_carried"]] == [("g-2", "c-3", "gone", 3),
+                                             ("g-3", "c-4", "unknown", 0)]
+
+
+def test_a_day_the_index_went_live_in_belongs_to_neither_side():
+    assert live_window(datetime(2026, 11, 8, 6)) == {
+        "before_start": datetime(2026, 11, 1), "before_end": datetime(2026, 11, 8),
+        "after_start": datetime(2026, 11, 9), "after_end": datetime(2026, 11, 16)}
+    assert live_window(LIVE)["after_start"] == LIVE
+
+
+def test_report_section_lists_what_was_not_carried_escaped(con, tmp_path):
+    hostile = "<b>c-9</b>"
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", [hostile, "c-1"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": hostile, "text": "gone soon"},
+                                           {"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("old", [hostile, "c-1"], ts=day(7)),
+        request("new", [hostile, "c-1"], ts=day(8), index_version="idx-2")])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    page = write_report(con, tmp_path / "report", k=5).read_text()
+    section = page[page.index('<section id="rebuild">'):page.index("<footer>")]
+    assert hostile not in page
+    assert html.escape(hostile, quote=False) in section
+    assert "Before / after the rebuild" in section and "gone" in section
+    assert 'data-k="5" data-route="ids" data-gold-version="v1" data-n="2"' in section
+    assert recall_of(con, "new") == 0.5
+
+
+def test_report_without_a_rebuild_says_how_to_record_one(con, world, tmp_path):
+    page = write_report(con, tmp_path / "report", k=5).read_text()
+    assert 'id="no-rebuild"' in page
+
+
+def test_cli_rebuild_prints_what_was_carried(run_cli, tmp_path, warehouse):
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", GOLD)
+    write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
+    write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("a", ["n-1", "c-2"], ts=day(8), index_version="idx-2")])
+    with connect(warehouse) as con:
+        ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1")
+    code, out, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
+                             "--live-from", "2026-11-08")
+    assert (code, err) == (0, "")
+    assert "same_id 1, content_hash 1, gone 1, unknown 1" in out
+    assert "gone: chunk c-3 of golden g-2" in out
+    assert "re-scored 1 day window(s) 2026-11-08..2026-11-08" in out
+    code, _, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
+                           "--live-from", "next week")
+    assert code == 2 and "--live-from 'next week' is not an ISO date" in err
