@@ -301,7 +301,7 @@ def _interval(low: float | None, high: float | None, signed: bool = False) -> st
     return f"{_number(low, signed)} to {_number(high, signed)}"
 
 
-def _one_line(text: str, limit: int = 200) -> str:
+def one_line(text: str, limit: int = 200) -> str:
     """Logged text (a slice, a version) fit for a title or mail header: no line breaks."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
@@ -314,8 +314,8 @@ def _finite(value):
 def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
     """The message of one drift event (a row of sql/pending_alerts.sql)."""
     metric, k, event = row["metric"], row["k"], row["event"]
-    where = (f"slice {_one_line(row['slice'])} (route {_one_line(row['route'])}, gold "
-             f"{_one_line(row['gold_version'])})")
+    where = (f"slice {one_line(row['slice'])} (route {one_line(row['route'])}, gold "
+             f"{one_line(row['gold_version'])})")
     title = f"recallwatch: {metric}@{k} {row['direction']} {event} on {where}"
     day = f"{row['window_start']:%Y-%m-%d}"
     level = round(100 * (1 - DEFAULT_ALPHA))
@@ -333,8 +333,8 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
         f"{_interval(row['delta_low'], row['delta_high'], True)}), margin δ "
         f"{_number(row['margin'])}",
         f"decision on this day: {row['decision']} (method {row['method']})",
-        f"k {k}, route {_one_line(row['route'])}, gold version "
-        f"{_one_line(row['gold_version'])}, n {row['n']}",
+        f"k {k}, route {one_line(row['route'])}, gold version "
+        f"{one_line(row['gold_version'])}, n {row['n']}",
         f"report: {report}" if report else "report: none given",
         f"episode: {row['episode_id']}",
     ]
@@ -411,7 +411,7 @@ def slack_body(message: AlertMessage) -> bytes:
 
 def email_message(channel: Channel, message: AlertMessage, now: datetime) -> EmailMessage:
     mail = EmailMessage()
-    mail["Subject"] = _one_line(message.title, 250)
+    mail["Subject"] = one_line(message.title, 250)
     mail["From"] = channel.sender
     mail["To"] = ", ".join(channel.recipients)
     mail["Date"] = format_datetime(now.replace(tzinfo=UTC))
@@ -467,6 +467,20 @@ def describe_failure(exc: BaseException, channel: Channel) -> str:
     for secret in channel.secrets:  # belt and braces: a server's reason text could echo one
         text = text.replace(secret, "***")
     return text
+
+
+def send_notice(channels: list[Channel], title: str, text: str, *, now: datetime,
+                event: str = "notice", fields: dict | None = None, retries: int = 2,
+                backoff: float = 1.0, timeout: float = 10.0) -> dict[str, str | None]:
+    """A one-off message that belongs to no episode (e.g. a failed scheduled task) on every
+    channel, each tried `retries` times; nothing is recorded. Returns each channel's last
+    error (None when delivered), secret-free; never raises for a channel that is down."""
+    message = AlertMessage(None, event, "", "", None, one_line(title), text,
+                           dict(fields or {}))
+    stamp = _naive_utc(now)
+    return {channel.name: _attempt(channel, message, now=stamp, retries=retries,
+                                   backoff=backoff, timeout=timeout)[1]
+            for channel in channels}
 
 
 def _attempt(channel: Channel, message: AlertMessage, *, now: datetime, retries: int,

@@ -150,9 +150,7 @@ def announce_failure(dag_id: str, task_id: str, start=None, end=None, *,
     failure callback, and a broken channel must not hide the failure it reports. Returns how
     many channels took the message."""
     try:
-        # alerts has no public one-off send; _attempt is its one delivery path (with retries
-        # and secret-free errors), so use it rather than a second copy
-        from pipeline.alerts import AlertMessage, _attempt, _one_line, channels_from_env
+        from pipeline.alerts import channels_from_env, one_line, send_notice
 
         channels = channels_from_env(environ)
         interval = (f"interval [{_text(start)}, {_text(end)})" if start or end
@@ -160,18 +158,16 @@ def announce_failure(dag_id: str, task_id: str, start=None, end=None, *,
         title = f"recallwatch: task {task_id} of DAG {dag_id} failed"
         text = f"task {task_id} of DAG {dag_id} failed for {interval}"
         text += f" (run {run_id})" if run_id else ""
-        text += f": {_one_line(str(error), 300)}" if error else "."
-        message = AlertMessage(None, "task_failed", "", "", None, title, text,
-                               {"dag_id": dag_id, "task_id": task_id, "run_id": run_id,
-                                "interval_start": _text(start), "interval_end": _text(end)})
-        stamp = (now or datetime.now(UTC)).astimezone(UTC).replace(tzinfo=None)
-        delivered = 0
-        for channel in channels:
-            _, failure = _attempt(channel, message, now=stamp, retries=2, backoff=1.0,
-                                  timeout=timeout)
+        text += f": {one_line(str(error), 300)}" if error else "."
+        failures = send_notice(
+            channels, title, text, now=now or datetime.now(UTC), event="task_failed",
+            timeout=timeout,
+            fields={"dag_id": dag_id, "task_id": task_id, "run_id": run_id,
+                    "interval_start": _text(start), "interval_end": _text(end)})
+        for name, failure in failures.items():
             if failure:
-                log.warning("failure notice via %s not delivered: %s", channel.name, failure)
-            delivered += failure is None
+                log.warning("failure notice via %s not delivered: %s", name, failure)
+        delivered = sum(failure is None for failure in failures.values())
         if not channels:
             log.warning("%s; no alert channel is configured to tell anyone", text)
         return delivered
