@@ -5,12 +5,34 @@
 -- rebuilt index among the scope's scored requests, scored_requests of report_macros.sql).
 
 -- name: rebuilds
--- Every index version gold IDs were carried to, when it went live and the manifest the old
--- content mostly came from. Grain: one row per rebuilt index version, by live_from.
+-- Every index version gold IDs were carried to (recorded: when it went live, the manifest the
+-- old content mostly came from), and every other index version that took over from an earlier
+-- one (not recorded: live from its first request, or from midnight when that day served no
+-- other version). Grain: one row per index version after the first, by live_from.
 -- Parameters: none.
-SELECT index_version, min(live_from) AS live_from, mode(from_version) AS from_version
-FROM carried_gold_ids
-GROUP BY index_version
+WITH carried AS (
+    SELECT index_version, min(live_from) AS live_from, mode(from_version) AS from_version
+    FROM carried_gold_ids
+    GROUP BY index_version
+),
+served AS (
+    SELECT index_version, min(timestamp) AS first_seen FROM requests GROUP BY index_version
+),
+changes AS (
+    SELECT s.index_version,
+           CASE WHEN EXISTS (
+                    SELECT 1 FROM requests r
+                    WHERE r.index_version <> s.index_version
+                      AND r.timestamp >= date_trunc('day', s.first_seen)
+                      AND r.timestamp < date_trunc('day', s.first_seen) + INTERVAL 1 DAY)
+                THEN s.first_seen ELSE date_trunc('day', s.first_seen) END AS live_from
+    FROM served s
+    WHERE s.first_seen > (SELECT min(first_seen) FROM served)
+      AND s.index_version NOT IN (SELECT index_version FROM carried)
+)
+SELECT index_version, live_from, from_version, true AS recorded FROM carried
+UNION ALL
+SELECT index_version, live_from, NULL, false FROM changes
 ORDER BY live_from, index_version;
 
 -- name: rebuild_sides

@@ -246,8 +246,9 @@ def test_report_section_lists_what_was_not_carried_escaped(con, tmp_path):
 
 
 def test_report_without_a_rebuild_says_how_to_record_one(con, world, tmp_path):
+    # the world's second index version took over without `rebuild`: compared, noted as such
     page = write_report(con, tmp_path / "report", k=5).read_text()
-    assert 'id="no-rebuild"' in page
+    assert 'class="muted not-recorded"' in page and "Index version <code>idx-2</code>" in page
 
 
 def test_cli_rebuild_prints_what_was_carried(run_cli, tmp_path, warehouse):

@@ -415,6 +415,11 @@ def test_every_figure_states_k_route_gold_version_and_n(scored_warehouse, report
         "fig-worst": worst,
         "fig-slices": scored_warehouse.per_day[latest],
     }
+    # the warehouse's second index version gets a before/after figure over the days around it
+    rebuild = captions.pop("fig-rebuild-1")
+    assert (rebuild["route"], rebuild["gold"]) == ("ids", GOLD)
+    # (this hand-built warehouse has no window_sums, so the sides are empty)
+    assert int(rebuild["n"].replace(",", "")) == 0
     assert set(captions) == set(expected_n)
     assert worst < scored_warehouse.scored  # g-12 has two requests: the minimum of three bites
     for fig, n in expected_n.items():

@@ -27,10 +27,11 @@ METHOD = "cluster-robust Welch (CR1, Satterthwaite df; Welch when no request has
 
 def rebuild_section(con: duckdb.DuckDBPyConnection, scope: Scope,
                     served_k_text: str) -> dict | None:
-    """One comparison per rebuild, oldest first; None when no rebuild is recorded (or the
+    """One comparison per rebuild, oldest first — a recorded one (gold IDs carried) or any
+    index version that took over from an earlier one; None when there is none (or the
     warehouse predates rebuilds) or the scope has no k. `served_k_text` is the k of the
     per-request misses of the chunks not carried."""
-    if scope.k is None or "carried_gold_ids" not in tables(con):
+    if scope.k is None or not {"carried_gold_ids", "requests"} <= tables(con):
         return None
     found = rows(con, _rebuild_sql("rebuilds"))
     if not found:
@@ -61,11 +62,15 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
     if before and after:
         d = cluster_difference_interval(_stats(before), _stats(after), DEFAULT_ALPHA)
         difference = {"delta": _number(d.delta), "low": _number(d.low), "high": _number(d.high)}
-    carried = {row["how"]: row["chunks"] for row in rows(
-        con, _rebuild_sql("rebuild_carried"), index_version=version,
-        gold_version=scope.gold_version)}
-    lost = rows(con, _rebuild_sql("rebuild_not_carried"), **scope.params("route", "gold_version"),
-                index_version=version, limit=NOT_CARRIED_SHOWN)
+    carried: dict = {}
+    lost: list[dict] = []
+    if rebuild["recorded"]:
+        carried = {row["how"]: row["chunks"] for row in rows(
+            con, _rebuild_sql("rebuild_carried"), index_version=version,
+            gold_version=scope.gold_version)}
+        lost = rows(con, _rebuild_sql("rebuild_not_carried"),
+                    **scope.params("route", "gold_version"), index_version=version,
+                    limit=NOT_CARRIED_SHOWN)
     total = lost[0]["total"] if lost else 0
     served = scalar(con, _rebuild_sql("rebuild_served"), **scope.params("route", "gold_version"),
                     index_version=version) or 0
@@ -74,6 +79,7 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
         "index_version": version,
         "live_from": rebuild["live_from"],
         "from_version": rebuild["from_version"],
+        "recorded": rebuild["recorded"],
         "sides": sides,
         "difference": difference,
         "carried": [{"how": how, "chunks": carried.get(how, 0)} for how in CARRY_HOWS],
