@@ -45,3 +45,19 @@ lint: venv
 
 clean:
 	rm -rf $(VENV) warehouse demo-world reports bench/out .pytest_cache .ruff_cache .hypothesis
+
+# The Airflow deployment of docker-compose.yml without Docker: api-server, scheduler,
+# dag-processor and triggerer from .venv with deploy/airflow.env, on this machine's PostgreSQL
+# (database recallwatch_airflow, created if missing), AIRFLOW_HOME in .airflow/.
+.PHONY: airflow airflow-stop airflow-status
+AIRFLOW_DB   ?= postgresql+psycopg2://postgres@127.0.0.1:5432/recallwatch_airflow
+AIRFLOW_PORT ?= 8080
+
+airflow: venv
+	$(BIN)/python deploy/standalone.py start --home .airflow --database $(AIRFLOW_DB) --port $(AIRFLOW_PORT)
+
+airflow-status:
+	$(BIN)/python deploy/standalone.py status --home .airflow
+
+airflow-stop:
+	$(BIN)/python deploy/standalone.py stop --home .airflow
