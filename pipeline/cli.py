@@ -145,6 +145,7 @@ def cmd_config(args) -> None:
     config = api.configure(args.warehouse, cutoffs=_cutoffs(args.cutoffs),
                            pass_mark=args.pass_mark,
                            grains=tuple(args.grains.split(",")) if args.grains else None,
+                           routes=tuple(args.routes.split(",")) if args.routes else None,
                            drift_mode=args.drift_mode, drift_margin=args.margin,
                            detectable_drop=args.detectable_drop, baselines=baselines,
                            alert_k=args.alert_k,
@@ -482,6 +483,8 @@ def _step_commands(sub, command) -> None:
                                       "are rescored by the next run)")
     p.add_argument("--pass-mark", type=_unit, help="recall at or above this passes")
     p.add_argument("--grains", help="window grains `run` keeps current: day or day,hour")
+    p.add_argument("--routes", help="scoring routes `score` and `run` use: ids (default), "
+                                    "passages, or both, e.g. ids,passages")
     p.add_argument("--drift-mode", choices=("anytime", "fixed"),
                    help="anytime: valid however often it is re-checked (default); fixed: one "
                         "comparison per window at level 95 %%")

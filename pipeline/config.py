@@ -194,6 +194,7 @@ def in_force(con) -> Config:
         pass_mark=float(stored.get("pass_mark", DEFAULT_PASS_MARK)),
         gold_version=newest_gold_version(con),
         grains=tuple(stored["grains"].split(",")) if stored.get("grains") else DEFAULT_GRAINS,
+        routes=tuple(stored["routes"].split(",")) if stored.get("routes") else (DEFAULT_ROUTE,),
         drift_mode=stored.get("drift_mode", "anytime"),
         drift_margin=float(stored.get("drift_margin", DEFAULT_DRIFT_MARGIN)),
         detectable_drop=float(stored.get("detectable_drop", DEFAULT_DETECTABLE_DROP)),
@@ -247,12 +248,13 @@ def given_or_resolved(con, config: Config | None, settings: dict) -> Config:
 
 
 def put_in_force(con, config: Config) -> None:
-    """Make the cutoffs, pass mark, grains and drift and alert settings of `config` the ones
-    later runs use. Windows built with other settings become stale (pipeline.state) and `run`
-    rebuilds them."""
+    """Make the cutoffs, pass mark, grains, routes and drift and alert settings of `config`
+    the ones later runs use. Windows built with other settings become stale (pipeline.state)
+    and `run` rebuilds them."""
     check(config)
     values = {"cutoffs": config.cutoffs_text, "pass_mark": str(config.pass_mark),
               "grains": ",".join(sorted(set(config.grains))),
+              "routes": ",".join(dict.fromkeys(config.routes)),
               "drift_mode": config.drift_mode, "drift_margin": str(config.drift_margin),
               "detectable_drop": str(config.detectable_drop),
               "baselines": config.baselines_text,

@@ -284,6 +284,26 @@ CREATE TABLE IF NOT EXISTS quality_checks (
     checked_at     TIMESTAMP NOT NULL
 );
 
+-- The LLM judge's verdicts (pipeline/judge.py), a cache: one row per judged set of claims
+-- against one set of retrieved contexts, under one model, prompt version and language, so that
+-- re-runs and backfills over unchanged retrievals cost no calls. Only 'ok' rows are reused; a
+-- 'failed' row is judged again by the next run. Written one row at a time by the one writer as
+-- verdicts arrive. No API key or endpoint is stored.
+CREATE TABLE IF NOT EXISTS judge_verdicts (
+    verdict_key    VARCHAR   NOT NULL,   -- sha256 of model, prompt version, lang, claims, contexts
+    model          VARCHAR   NOT NULL,
+    prompt_version VARCHAR   NOT NULL,
+    lang           VARCHAR   NOT NULL,   -- en | de | fr
+    claims         VARCHAR[] NOT NULL,
+    attributed     BOOLEAN[],            -- per claim, in order; NULL unless status = 'ok'
+    reasons        VARCHAR[],            -- the judge's reason per claim; NULL unless 'ok'
+    tokens         BIGINT    NOT NULL,   -- prompt + completion tokens of every call made
+    calls          INTEGER   NOT NULL,   -- HTTP calls made (retries and re-asks included)
+    status         VARCHAR   NOT NULL,   -- ok | failed
+    error          VARCHAR,              -- why it failed, without secrets
+    created_at     TIMESTAMP NOT NULL
+);
+
 -- The configuration in force: cutoffs and pass mark (set by the last score/aggregate that was
 -- given them), and the warehouse format. Steps default to it.
 CREATE TABLE IF NOT EXISTS settings (

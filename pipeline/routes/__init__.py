@@ -68,8 +68,10 @@ def get_route(name: str) -> Route:
 
 def _register_built_in() -> None:
     from pipeline.routes.ids import IdsRoute
+    from pipeline.routes.passages import PassagesRoute
 
     register(IdsRoute())
+    register(PassagesRoute())
 
 
 _register_built_in()

@@ -1,0 +1,582 @@
+"""The LLM judge of the `claims` route: given the claims of a golden's reference answer and the
+contexts a request retrieved, an OpenAI-compatible model classifies each claim as attributed to
+the context (1) or not (0), with a reason (RAGAS LLMContextRecall, adapted to judge a list of
+claims in one call). A reply is validated (JSON, schema, exactly the given claims in order);
+one that is not is asked again once, then the verdict is `failed`, never a guess. Transport
+failures (429, 5xx, timeouts) are retried here with exponential backoff and jitter, honouring
+Retry-After. Verdicts are cached in the warehouse table `judge_verdicts`, keyed by a hash of
+(model, prompt version, lang, claims, contexts), so a re-run calls only for what is missing;
+calls run on threads, and only the calling thread touches the DuckDB connection (workers hand
+their verdicts to the one writer). The API key is read from the environment and never appears
+in a repr, an error, a log line or a table."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import threading
+import time
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+
+from pipeline.errors import RecallwatchError
+from pipeline.progress import Progress
+from pipeline.warehouse import normalize_text, run_script, transaction
+
+log = logging.getLogger(__name__)
+
+LANGS = ("en", "de", "fr")
+PROMPT_VERSION = "v1"
+DEFAULT_CONCURRENCY = 10
+# Retry-After beyond this is not waited for in one go: the call is given up as failed.
+MAX_RETRY_AFTER = 120.0
+# Output tokens a dry run expects per claim (a statement, a one-sentence reason, a flag).
+REPLY_TOKENS_PER_CLAIM = 50
+
+# The RAGAS LLMContextRecall instruction ("Given a context, and an answer, analyze each sentence
+# in the answer and classify if the sentence can be attributed to the given context or not"),
+# adapted to a list of claims. Keyed by (prompt version, lang); a changed text is a new version,
+# since cached verdicts are keyed by the version.
+PROMPTS: dict[tuple[str, str], str] = {
+    ("v1", "en"): (
+        "You are given a context and a list of claims. Analyze each claim and classify whether "
+        "it can be attributed to the given context or not. Use only 1 (yes: the context "
+        "supports the claim) or 0 (no) as a binary classification, and give a one-sentence "
+        "reason. Judge by the context alone, not by what you know. Answer in JSON with the key "
+        '"classifications": one object per claim, in the order given, with "statement" (the '
+        'claim exactly as given), "reason" and "attributed".'),
+    ("v1", "de"): (
+        "Du erhältst einen Kontext und eine Liste von Aussagen. Prüfe jede Aussage und "
+        "klassifiziere, ob sie dem gegebenen Kontext zugeschrieben werden kann oder nicht. "
+        "Verwende nur 1 (ja: der Kontext stützt die Aussage) oder 0 (nein) als binäre "
+        "Klassifikation und gib eine Begründung in einem Satz. Urteile allein nach dem Kontext, "
+        'nicht nach deinem Wissen. Antworte in JSON mit dem Schlüssel "classifications": ein '
+        'Objekt je Aussage, in der gegebenen Reihenfolge, mit "statement" (die Aussage genau wie '
+        'gegeben), "reason" und "attributed".'),
+    ("v1", "fr"): (
+        "Tu reçois un contexte et une liste d'affirmations. Analyse chaque affirmation et "
+        "indique si elle peut être attribuée au contexte donné ou non. Utilise uniquement 1 "
+        "(oui : le contexte étaye l'affirmation) ou 0 (non) comme classification binaire, et "
+        "donne une raison en une phrase. Juge d'après le contexte seul, pas d'après tes "
+        'connaissances. Réponds en JSON avec la clé "classifications" : un objet par '
+        'affirmation, dans l\'ordre donné, avec "statement" (l\'affirmation telle quelle), '
+        '"reason" et "attributed".'),
+}
+
+# The user message: the labelled context, then the claims as a JSON list on the last line.
+_LABELS = {
+    "en": ("Context", "Claims (classify each, in this order)",
+           "Your previous reply could not be used: {problem}. Answer again, classifying exactly "
+           "these claims in this order"),
+    "de": ("Kontext", "Aussagen (jede klassifizieren, in dieser Reihenfolge)",
+           "Deine vorige Antwort war nicht verwendbar: {problem}. Antworte erneut und "
+           "klassifiziere genau diese Aussagen in dieser Reihenfolge"),
+    "fr": ("Contexte", "Affirmations (classer chacune, dans cet ordre)",
+           "Ta réponse précédente était inutilisable : {problem}. Réponds de nouveau en classant "
+           "exactement ces affirmations dans cet ordre"),
+}
+
+RESPONSE_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "context_recall_classifications",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"classifications": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"statement": {"type": "string"}, "reason": {"type": "string"},
+                               "attributed": {"type": "integer", "enum": [0, 1]}},
+                "required": ["statement", "reason", "attributed"],
+                "additionalProperties": False}}},
+            "required": ["classifications"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+# ------------------------------------------------------------------------------ configuration
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Which model judges, where, and how hard to try. `api_key` never shows in the repr;
+    `base_url` None is OpenAI's own endpoint. max_calls / max_tokens bound one `judge_many` run
+    (None: unbounded); max_retries counts retries after the first try of a call."""
+
+    model: str
+    base_url: str | None = None
+    api_key: str = field(default="", repr=False)
+    lang: str = "en"
+    prompt_version: str = PROMPT_VERSION
+    concurrency: int = DEFAULT_CONCURRENCY
+    timeout: float = 60.0
+    max_retries: int = 4
+    backoff: float = 1.0          # first wait before a retry, doubled each time (with jitter)
+    max_backoff: float = 30.0
+    max_calls: int | None = None
+    max_tokens: int | None = None
+
+    def __post_init__(self):
+        if not self.model:
+            raise RecallwatchError("the judge model is empty: set RECALLWATCH_JUDGE_MODEL.")
+        if self.lang not in LANGS:
+            raise RecallwatchError(
+                f"judge language {self.lang!r} must be one of {', '.join(LANGS)}.")
+        if (self.prompt_version, self.lang) not in PROMPTS:
+            raise RecallwatchError(
+                f"judge prompt version {self.prompt_version!r} has no {self.lang} text; known "
+                f"versions: {', '.join(sorted({v for v, _ in PROMPTS}))}.")
+        if self.concurrency < 1 or self.timeout <= 0 or self.max_retries < 0:
+            raise RecallwatchError(
+                "judge concurrency must be at least 1, timeout above 0 and max_retries at "
+                "least 0.")
+
+    def __repr__(self) -> str:
+        return (f"JudgeConfig(model={self.model!r}, base_url={_safe_url(self.base_url)!r}, "
+                f"lang={self.lang!r}, prompt_version={self.prompt_version!r}, "
+                f"concurrency={self.concurrency}, timeout={self.timeout}, "
+                f"max_retries={self.max_retries}, max_calls={self.max_calls}, "
+                f"max_tokens={self.max_tokens})")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> JudgeConfig:
+        """Model from RECALLWATCH_JUDGE_MODEL, endpoint from OPENAI_BASE_URL (unset: OpenAI),
+        key from OPENAI_API_KEY; keyword arguments override or add the other fields."""
+        env = os.environ if environ is None else environ
+        model = overrides.pop("model", None) or env.get("RECALLWATCH_JUDGE_MODEL")
+        if not model:
+            raise RecallwatchError(
+                "no judge model: set RECALLWATCH_JUDGE_MODEL to the model name the endpoint "
+                "serves (e.g. gpt-4o-mini).")
+        api_key = overrides.pop("api_key", None) or env.get("OPENAI_API_KEY")
+        if not api_key:
+            raise RecallwatchError(
+                "OPENAI_API_KEY is not set: set it to the judge endpoint's key (any non-empty "
+                "value for a local server that takes none).")
+        base_url = overrides.pop("base_url", None) or env.get("OPENAI_BASE_URL") or None
+        return cls(model=model, base_url=base_url, api_key=api_key, **overrides)
+
+    def secrets(self) -> tuple[str, ...]:
+        """Texts that must never be shown: the key, and credentials in the endpoint URL."""
+        found = [self.api_key]
+        if self.base_url:
+            parts = urllib.parse.urlsplit(self.base_url)
+            found += [parts.password or "", parts.query]
+        return tuple(s for s in found if s)
+
+
+def _safe_url(url: str | None) -> str | None:
+    """The endpoint without user info, query or fragment (which may carry credentials)."""
+    if not url:
+        return url
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return urllib.parse.urlunsplit((parts.scheme, host + port, parts.path, "", ""))
+
+
+def _scrub(text: str, config: JudgeConfig) -> str:
+    for secret in config.secrets():
+        text = text.replace(secret, "***")
+    return text
+
+
+# ----------------------------------------------------------------------------------- verdicts
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judge's classification of one set of claims against one set of contexts.
+    status 'ok': attributed and reasons hold one entry per claim; 'failed': the judge gave no
+    usable answer (error says why) and the claims count as not judged, never as 0;
+    'skipped': the run's budget ran out before the judge was asked."""
+
+    claims: tuple[str, ...]
+    attributed: tuple[bool, ...] | None
+    reasons: tuple[str, ...] | None
+    tokens: int
+    calls: int
+    status: str
+    error: str | None = None
+
+    @property
+    def covered(self) -> int | None:
+        """Claims attributed to the context (None unless ok)."""
+        return sum(self.attributed) if self.status == "ok" else None
+
+    @property
+    def recall(self) -> float | None:
+        """covered / needed; None unless ok or when there are no claims."""
+        if self.status != "ok" or not self.claims:
+            return None
+        return self.covered / len(self.claims)
+
+
+class _OutOfBudget(Exception):
+    """The run's budget has no room for another call."""
+
+
+class _InvalidReply(Exception):
+    """A reply that cannot be used (its message names the problem, without secrets)."""
+
+
+class _Budget:
+    """Calls and tokens of one run, shared by the worker threads. A call reserves its estimated
+    tokens before it starts and settles them with the real usage after, so that no call starts
+    that would take the run past max_calls or max_tokens."""
+
+    def __init__(self, max_calls: int | None, max_tokens: int | None):
+        self.max_calls, self.max_tokens = max_calls, max_tokens
+        self.calls = self.tokens = self.reserved = 0
+        self._lock = threading.Lock()
+
+    def has_room(self, estimate: int) -> bool:
+        with self._lock:
+            return self._fits(estimate)
+
+    def _fits(self, estimate: int) -> bool:
+        if self.max_calls is not None and self.calls + 1 > self.max_calls:
+            return False
+        return self.max_tokens is None or self.tokens + self.reserved + estimate <= self.max_tokens
+
+    def take(self, estimate: int) -> None:
+        with self._lock:
+            if not self._fits(estimate):
+                raise _OutOfBudget
+            self.calls += 1
+            self.reserved += estimate
+
+    def settle(self, estimate: int, used: int) -> None:
+        with self._lock:
+            self.reserved -= estimate
+            self.tokens += used
+
+
+def verdict_key(config: JudgeConfig, claims: Sequence[str], contexts: Sequence[str]) -> str:
+    """The cache key of a verdict: sha256 of model, prompt version, lang, claims and contexts
+    (exact texts, in order)."""
+    payload = json.dumps([config.model, config.prompt_version, config.lang, list(claims),
+                          list(contexts)], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def prompt_messages(config: JudgeConfig, claims: Sequence[str],
+                    contexts: Sequence[str]) -> list[dict]:
+    """The system instruction and the user message (context, then the claims as a JSON list
+    on the last line)."""
+    context_label, claims_label, _ = _LABELS[config.lang]
+    context = "\n\n".join(f"[{i}] {text}" for i, text in enumerate(contexts, 1))
+    user = (f"{context_label}:\n{context}\n\n{claims_label}:\n"
+            f"{json.dumps(list(claims), ensure_ascii=False)}")
+    return [{"role": "system", "content": PROMPTS[(config.prompt_version, config.lang)]},
+            {"role": "user", "content": user}]
+
+
+def estimate_tokens(config: JudgeConfig, claims: Sequence[str], contexts: Sequence[str]) -> int:
+    """A rough cost of one call: prompt characters / 4, plus REPLY_TOKENS_PER_CLAIM per claim."""
+    chars = sum(len(m["content"]) for m in prompt_messages(config, claims, contexts))
+    return chars // 4 + REPLY_TOKENS_PER_CLAIM * len(claims)
+
+
+def make_client(config: JudgeConfig):
+    """An `openai` client for the endpoint; it never retries by itself (judge_claims does)."""
+    from openai import OpenAI  # deferred: only runs that judge need it
+
+    return OpenAI(base_url=config.base_url, api_key=config.api_key, timeout=config.timeout,
+                  max_retries=0)
+
+
+def judge_claims(config: JudgeConfig, claims: list[str], contexts: list[str], *,
+                 client=None, budget: _Budget | None = None) -> Verdict:
+    """Judge every claim against the contexts in one call. A reply that is not JSON of the
+    schema naming exactly the given claims in order (normalized text) is asked again once,
+    then the verdict is `failed`. No claims: ok with nothing to judge; no contexts: every claim
+    is not attributed (a real 0). Neither costs a call. Raises RecallwatchError only for a
+    problem of the configuration (key refused, model unknown, endpoint unreachable)."""
+    claims, contexts = tuple(claims), list(contexts)
+    if not claims or not contexts:
+        reason = "nothing was retrieved" if claims else None
+        return Verdict(claims, (False,) * len(claims), (reason,) * len(claims), 0, 0, "ok")
+    client = client if client is not None else make_client(config)
+    budget = budget if budget is not None else _Budget(None, None)
+    estimate = estimate_tokens(config, claims, contexts)
+    messages = prompt_messages(config, claims, contexts)
+    tokens = calls = 0
+    problem = None
+    for ask in range(2):
+        try:
+            content, used, made = _complete(client, config, messages, budget, estimate)
+        except _OutOfBudget:
+            if calls:  # a re-ask that no longer fits: what was spent is kept, as a failure
+                return Verdict(claims, None, None, tokens, calls, "failed",
+                               f"{problem}; the budget left no room to ask again")
+            return Verdict(claims, None, None, tokens, calls, "skipped", "budget exhausted")
+        except _CallFailed as exc:
+            return Verdict(claims, None, None, tokens + exc.tokens, calls + exc.calls, "failed",
+                           _scrub(str(exc), config))
+        tokens, calls = tokens + used, calls + made
+        try:
+            attributed, reasons = _parse_reply(content, claims)
+        except _InvalidReply as exc:
+            problem = _scrub(str(exc), config)
+            log.debug("judge reply unusable (ask %d): %s", ask + 1, problem)
+            messages = messages + [
+                {"role": "assistant", "content": content or ""},
+                {"role": "user", "content": _LABELS[config.lang][2].format(problem=problem)
+                 + ":\n" + json.dumps(list(claims), ensure_ascii=False)}]
+            continue
+        return Verdict(claims, attributed, reasons, tokens, calls, "ok")
+    return Verdict(claims, None, None, tokens, calls, "failed",
+                   f"the judge's reply was unusable twice: {problem}")
+
+
+class _CallFailed(Exception):
+    """A call that failed for good after its retries (the message holds no secret)."""
+
+    def __init__(self, message: str, *, tokens: int = 0, calls: int = 0):
+        super().__init__(message)
+        self.tokens, self.calls = tokens, calls
+
+
+def _complete(client, config: JudgeConfig, messages: list[dict], budget: _Budget,
+              estimate: int) -> tuple[str | None, int, int]:
+    """One chat completion, retried on 429 (honouring Retry-After), 5xx, timeouts and dropped
+    connections with exponential backoff and jitter. Returns (content, tokens, calls made)."""
+    import openai
+
+    calls = 0
+    last = "no attempt was made"
+    for attempt in range(config.max_retries + 1):
+        budget.take(estimate)
+        calls += 1
+        used = 0
+        try:
+            response = client.chat.completions.create(
+                model=config.model, messages=messages, temperature=0,
+                response_format=RESPONSE_FORMAT, timeout=config.timeout)
+            usage = response.usage
+            used = (usage.total_tokens or 0) if usage is not None else 0
+            choice = response.choices[0] if response.choices else None
+            if choice is not None and choice.finish_reason == "length":
+                return None, used, calls
+            return (choice.message.content if choice else None), used, calls
+        except openai.AuthenticationError:
+            raise RecallwatchError(
+                f"the judge endpoint {_safe_url(config.base_url) or 'api.openai.com'} refused "
+                "the API key (HTTP 401): check OPENAI_API_KEY.") from None
+        except openai.PermissionDeniedError:
+            raise RecallwatchError(
+                f"the API key may not use model {config.model!r} (HTTP 403): check "
+                "OPENAI_API_KEY and RECALLWATCH_JUDGE_MODEL.") from None
+        except openai.NotFoundError:
+            raise RecallwatchError(
+                f"the judge endpoint {_safe_url(config.base_url) or 'api.openai.com'} does not "
+                f"serve model {config.model!r} at /chat/completions (HTTP 404): check "
+                "RECALLWATCH_JUDGE_MODEL and OPENAI_BASE_URL.") from None
+        except openai.RateLimitError as exc:
+            last = "rate limited (HTTP 429)"
+            wait_for = _retry_after(exc.response)
+            if wait_for is not None and wait_for > MAX_RETRY_AFTER:
+                raise _CallFailed(f"{last}, asked to wait {wait_for:.0f} s",
+                                  calls=calls) from None
+        except openai.APIStatusError as exc:
+            if exc.status_code < 500:
+                raise _CallFailed(f"the judge endpoint answered HTTP {exc.status_code}",
+                                  calls=calls) from None
+            last = f"the judge endpoint answered HTTP {exc.status_code}"
+            wait_for = _retry_after(exc.response)
+        except openai.APITimeoutError:
+            last, wait_for = f"no answer within {config.timeout:g} s", None
+        except openai.APIConnectionError:
+            last, wait_for = "could not connect to the judge endpoint", None
+        finally:
+            budget.settle(estimate, used)
+        if attempt == config.max_retries:
+            break
+        delay = wait_for if wait_for is not None else _backoff(config, attempt)
+        log.debug("judge call failed (%s), retry %d in %.2f s", last, attempt + 1, delay)
+        time.sleep(delay)
+    if last == "could not connect to the judge endpoint":
+        raise RecallwatchError(
+            f"cannot reach the judge endpoint {_safe_url(config.base_url) or 'api.openai.com'} "
+            f"after {calls} tries: check OPENAI_BASE_URL and that the server is up.")
+    raise _CallFailed(f"{last} on all {calls} tries", calls=calls)
+
+
+def _backoff(config: JudgeConfig, attempt: int) -> float:
+    """Exponential backoff with jitter: between half and all of backoff * 2^attempt (capped),
+    so that workers rate limited together do not retry together."""
+    return min(config.max_backoff, config.backoff * 2 ** attempt) * random.uniform(0.5, 1.0)
+
+
+def _retry_after(response) -> float | None:
+    """Seconds the server asked to wait: retry-after-ms, or Retry-After in seconds or as an
+    HTTP date; None when it did not say."""
+    headers = getattr(response, "headers", None) or {}
+    try:
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _parse_reply(content: str | None, claims: tuple[str, ...]
+                 ) -> tuple[tuple[bool, ...], tuple[str, ...]]:
+    """(attributed, reasons) of a reply, or _InvalidReply naming what is wrong with it."""
+    if content is None:
+        raise _InvalidReply("the reply was empty or cut off")
+    try:
+        data = json.loads(content)
+    except json.JSONDecodeError:
+        raise _InvalidReply("the reply is not valid JSON") from None
+    items = data.get("classifications") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not all(
+            isinstance(it, dict) and isinstance(it.get("statement"), str)
+            and isinstance(it.get("reason"), str)
+            and it.get("attributed") in (0, 1) and not isinstance(it.get("attributed"), float)
+            for it in items):
+        raise _InvalidReply('the reply does not follow the schema ("classifications": '
+                            'statement, reason, attributed 0 or 1)')
+    if len(items) != len(claims):
+        raise _InvalidReply(f"the reply classified {len(items)} statements, not the "
+                            f"{len(claims)} claims given")
+    for i, (item, claim) in enumerate(zip(items, claims, strict=True), 1):
+        if normalize_text(item["statement"]) != normalize_text(claim):
+            raise _InvalidReply(f"statement {i} of the reply is not claim {i} as given")
+    return (tuple(bool(it["attributed"]) for it in items),
+            tuple(it["reason"] for it in items))
+
+
+# --------------------------------------------------------------------------- many, with cache
+
+@dataclass
+class JudgeRun:
+    """What one judge_many run did. Counts are of distinct keys except `items` and `calls`:
+    cached (reused, no call), judged (given a verdict now, ok or failed), failed, skipped_budget
+    (not judged: the budget ran out; neither ok nor failed, judged by a later run). calls and
+    tokens are what the endpoint was asked (retries included); in a dry run, the calls that
+    would be made (one per key) and an estimate of their tokens. verdicts maps each key that
+    has one (cached or judged now) to it."""
+
+    items: int = 0
+    distinct: int = 0
+    cached: int = 0
+    judged: int = 0
+    failed: int = 0
+    skipped_budget: int = 0
+    calls: int = 0
+    tokens: int = 0
+    dry_run: bool = False
+    verdicts: dict[str, Verdict] = field(default_factory=dict, repr=False)
+
+
+def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Sequence[str]]],
+               *, now: datetime, dry_run: bool = False, progress: Progress | None = None,
+               client=None) -> JudgeRun:
+    """Judge many (claims, contexts) items: dedupe by verdict_key, reuse the cached ok verdicts,
+    judge the rest with at most config.concurrency calls in flight, and write each verdict to
+    judge_verdicts (created_at = now) as it arrives, from this thread only, so that a run
+    stopped midway keeps what it got. The budget (max_calls, max_tokens) stops new calls from
+    starting; the items left are counted as skipped_budget. If progress (or anything else)
+    raises, the calls in flight are waited for and written before the error propagates."""
+    run = JudgeRun(items=len(items), dry_run=dry_run)
+    wanted: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    for claims, contexts in items:
+        wanted.setdefault(verdict_key(config, claims, contexts), (tuple(claims), tuple(contexts)))
+    run.distinct = len(wanted)
+    for key, claims, attributed, reasons, tokens, calls in run_script(
+            con, "judge_cached_verdicts", {"keys": list(wanted)}):
+        run.verdicts[key] = Verdict(tuple(claims), tuple(attributed), tuple(reasons), tokens,
+                                    calls, "ok")
+    run.cached = len(run.verdicts)
+    todo = [(key, *wanted[key]) for key in wanted if key not in run.verdicts]
+    if dry_run:
+        needing = [(c, x) for _, c, x in todo if c and x]
+        run.calls = len(needing)
+        run.tokens = sum(estimate_tokens(config, c, x) for c, x in needing)
+        return run
+    if not todo:
+        return run
+    budget = _Budget(config.max_calls, config.max_tokens)
+    client = client if client is not None else make_client(config)
+    total, done = len(todo), 0
+    pending = iter(todo)
+    in_flight: dict[Future, str] = {}
+    stopping = False
+
+    def submit(pool: ThreadPoolExecutor) -> None:
+        nonlocal stopping
+        while not stopping and len(in_flight) < config.concurrency:
+            item = next(pending, None)
+            if item is None:
+                return
+            key, claims, contexts = item
+            if claims and contexts and not budget.has_room(
+                    estimate_tokens(config, claims, contexts)):
+                run.skipped_budget += 1 + sum(1 for _ in pending)
+                stopping = True
+                return
+            in_flight[pool.submit(judge_claims, config, list(claims), list(contexts),
+                                  client=client, budget=budget)] = key
+
+    error: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=config.concurrency,
+                            thread_name_prefix="judge") as pool:
+        submit(pool)
+        while in_flight:
+            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            keys = {future: in_flight.pop(future) for future in finished}
+            if error is None:
+                submit(pool)  # refill the freed slots before writing, so calls never wait on it
+            for future, key in keys.items():
+                try:
+                    verdict = future.result()
+                    if verdict.status == "skipped":
+                        run.skipped_budget += 1
+                        continue
+                    _record(con, config, key, verdict, now)
+                    run.verdicts[key] = verdict
+                    run.judged += 1
+                    run.failed += verdict.status == "failed"
+                    run.calls += verdict.calls
+                    run.tokens += verdict.tokens
+                    done += 1
+                    if progress is not None:
+                        progress("judge claims", done, total)
+                except BaseException as exc:  # noqa: B036 - drained, then re-raised below
+                    if error is None:
+                        error = exc
+                    stopping = True
+    if error is not None:
+        raise error
+    if run.failed:
+        log.warning("judge: %d of %d verdicts failed (counted as judge_failed, not 0)",
+                    run.failed, run.judged)
+    return run
+
+
+def _record(con, config: JudgeConfig, key: str, verdict: Verdict, now: datetime) -> None:
+    with transaction(con):
+        run_script(con, "record_judge_verdict", {
+            "verdict_key": key, "model": config.model,
+            "prompt_version": config.prompt_version, "lang": config.lang,
+            "claims": list(verdict.claims),
+            "attributed": list(verdict.attributed) if verdict.attributed is not None else None,
+            "reasons": list(verdict.reasons) if verdict.reasons is not None else None,
+            "tokens": verdict.tokens, "calls": verdict.calls, "status": verdict.status,
+            "error": verdict.error, "created_at": now})

@@ -1,0 +1,40 @@
+-- route_passages: the `passages` route for one window, first part: what to compare. The gold
+-- passages of each scored request and the texts of its logged candidates; pipeline/routes/
+-- passages.py streams their pairs (sql/route_passages_pairs.sql), scores them and hands the
+-- covering places to sql/route_passages_write.sql.
+-- Grain: passages_matched one row per request of the window (score_matched); passage_items one
+-- row per gold passage of a scored request; passage_candidates (a view) one row per distinct
+-- (request, place, text) of a scored request's logged candidates, beyond k too.
+-- Parameters: $start, $end (TIMESTAMP, UTC), $gold_version, $needs.
+-- A candidate's text is its logged `text`, else the manifest's text of that chunk_id in the
+-- request's index version (index_chunks); a chunk with neither has nothing to compare and so
+-- covers no passage. Its place is the chunk's best place over all steps (requests.chunk_ranks),
+-- the same place the ids route uses.
+
+CREATE OR REPLACE TEMP TABLE passages_matched AS
+SELECT * FROM score_matched($start, $end, $gold_version, $needs);
+
+CREATE OR REPLACE TEMP TABLE passage_items AS
+SELECT request_id, generate_subscripts(gold_passages, 1) AS passage_no,
+       unnest(gold_passages) AS passage
+FROM passages_matched
+WHERE status = 'scored';
+
+CREATE OR REPLACE TEMP VIEW passage_candidates AS
+WITH logged AS (
+    SELECT m.request_id, m.index_version, m.chunk_ids, m.chunk_ranks,
+           unnest(r.retrieved) AS chunk
+    FROM passages_matched m
+    JOIN requests r USING (request_id)
+    WHERE m.status = 'scored'
+)
+SELECT DISTINCT
+    l.request_id,
+    l.chunk_ranks[list_position(l.chunk_ids, l.chunk.chunk_id)] AS place,
+    coalesce(l.chunk.text, c.text) AS text
+FROM logged l
+LEFT JOIN index_chunks c
+       ON c.index_version = l.index_version AND c.chunk_id = l.chunk.chunk_id
+WHERE coalesce(l.chunk.text, c.text) IS NOT NULL;
+
+SELECT count(*) FROM passage_items;

@@ -1,0 +1,297 @@
+"""The LLM judge against a real OpenAI-compatible server on loopback (tests/judge_server.py):
+verdicts, faults ending in a correct verdict or `failed`, the warehouse cache (call counts come
+from the server's log), the budget, dry runs, the concurrency limit, and the API key kept out
+of every log, output and table."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from judge_server import Fault, JudgeServer, script, words_judge, wrong_claims  # noqa: E402
+
+from pipeline.errors import RecallwatchError  # noqa: E402
+from pipeline.judge import (  # noqa: E402
+    PROMPTS,
+    JudgeConfig,
+    judge_claims,
+    judge_many,
+    prompt_messages,
+    verdict_key,
+)
+
+SECRET = "sk-test-RECALLWATCH-5f3a9c0e7d"
+NOW = datetime(2026, 11, 2, 3, 0)
+
+CLAIMS = [
+    "The minimum balance for urban branches is 5000 rupees.",
+    "A fee of 50 rupees applies when the balance falls below the minimum.",
+    "The minimum balance for rural branches is 1000 rupees.",
+    "The minimum balance for semi-urban branches is 2500 rupees.",
+]
+CONTEXTS = [
+    "Urban branches require a minimum balance of 5000 rupees.",
+    "A fee of 50 rupees applies when the balance falls below the minimum.",
+    "Opening an account needs KYC documents: an identity proof and an address proof.",
+    "Semi-urban branches require a minimum balance of 2500 rupees.",
+]
+
+
+def config(server: JudgeServer, **overrides) -> JudgeConfig:
+    settings = {"model": "judge-model", "base_url": server.url, "api_key": SECRET,
+                "timeout": 2.0, "backoff": 0.01, "max_backoff": 0.05, **overrides}
+    return JudgeConfig(**settings)
+
+
+def items(n: int, distinct: int) -> list[tuple[list[str], list[str]]]:
+    """n items over `distinct` keys: claim i is attributed to context i when i is even."""
+    out = []
+    for i in range(n):
+        key = i % distinct
+        claim = f"Branch {key} opens at {key % 12 + 1} o'clock."
+        context = claim if key % 2 == 0 else f"Branch {key} is closed on Sundays."
+        out.append(([claim], [context]))
+    return out
+
+
+def calls_in(con) -> int:
+    return con.execute("SELECT count(*) FROM judge_verdicts").fetchone()[0]
+
+
+def test_ragas_worked_example_three_of_four_claims_attributed(con):
+    with JudgeServer(api_key=SECRET) as server:
+        cfg = config(server)
+        run = judge_many(con, cfg, [(CLAIMS, CONTEXTS)], now=NOW)
+    assert (run.judged, run.failed, run.calls, server.calls) == (1, 0, 1, 1)
+    verdict = run.verdicts[verdict_key(cfg, CLAIMS, CONTEXTS)]
+    assert verdict.attributed == (True, True, False, True)
+    assert verdict.recall == 0.75 and verdict.covered == 3
+    assert "rural" in verdict.reasons[2]
+    row = con.sql("SELECT claims, attributed, reasons, status, tokens, calls, created_at, model, "
+                  "prompt_version, lang FROM judge_verdicts").fetchall()
+    assert row == [(CLAIMS, [True, True, False, True], list(verdict.reasons), "ok",
+                    verdict.tokens, 1, NOW, "judge-model", "v1", "en")]
+    assert verdict.tokens > 0
+    sent = server.log[0]
+    assert sent["authorized"] and sent["temperature"] == 0 and sent["claims"] == CLAIMS
+    assert sent["response_format"]["type"] == "json_schema"
+    assert sent["messages"][0]["content"] == PROMPTS[("v1", "en")]
+
+
+@pytest.mark.parametrize("lang", ["de", "fr"])
+def test_german_and_french_prompts_are_sent(con, lang):
+    with JudgeServer() as server:
+        verdict = judge_claims(config(server, lang=lang), CLAIMS, CONTEXTS)
+    assert verdict.attributed == (True, True, False, True)
+    assert server.log[0]["messages"][0]["content"] == PROMPTS[("v1", lang)]
+    assert prompt_messages(config(server, lang=lang), CLAIMS, CONTEXTS)[1]["content"] \
+        != prompt_messages(config(server), CLAIMS, CONTEXTS)[1]["content"]
+
+
+def test_429_waits_as_long_as_retry_after_says_then_succeeds():
+    with JudgeServer(reply=script(Fault("429", retry_after=1))) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "ok" and verdict.attributed == (True, True, False, True)
+    assert server.calls == 2 and verdict.calls == 2
+    waited = server.log[1]["at"] - server.log[0]["at"]
+    assert 0.9 <= waited < 3.0
+
+
+def test_500_then_ok_is_retried():
+    with JudgeServer(reply=script(Fault("500"))) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "ok" and verdict.covered == 3 and server.calls == 2
+
+
+def test_a_hang_past_the_timeout_is_retried():
+    with JudgeServer(reply=script(Fault("hang", seconds=3))) as server:
+        verdict = judge_claims(config(server, timeout=0.5), CLAIMS, CONTEXTS)
+    assert verdict.status == "ok" and verdict.covered == 3 and server.calls == 2
+
+
+def test_persistent_5xx_fails_after_the_retries_never_a_guess():
+    with JudgeServer(reply=lambda request: Fault("500")) as server:
+        verdict = judge_claims(config(server, max_retries=2), CLAIMS, CONTEXTS)
+    assert verdict.status == "failed" and verdict.attributed is None and verdict.recall is None
+    assert server.calls == 3 and "HTTP 500 on all 3 tries" in verdict.error
+
+
+def test_malformed_json_twice_fails():
+    with JudgeServer(reply=script(Fault("malformed"), Fault("malformed"))) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "failed" and verdict.attributed is None
+    assert "not valid JSON" in verdict.error and server.calls == 2
+
+
+def test_malformed_json_once_is_asked_again():
+    with JudgeServer(reply=script(Fault("malformed"))) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "ok" and verdict.covered == 3 and server.calls == 2
+
+
+def test_wrong_claims_once_is_asked_again_with_the_claims():
+    with JudgeServer(reply=script(wrong_claims)) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "ok" and verdict.attributed == (True, True, False, True)
+    assert server.calls == 2
+    again = server.log[1]["messages"]
+    assert again[-2]["role"] == "assistant" and "not claim 1" in again[-1]["content"]
+    assert server.log[1]["claims"] == CLAIMS
+
+
+def test_wrong_claims_twice_fails():
+    with JudgeServer(reply=script(wrong_claims, wrong_claims)) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "failed" and "unusable twice" in verdict.error
+    assert server.calls == 2
+
+
+def test_fewer_classifications_than_claims_fails_when_repeated():
+    def short(request):
+        reply = words_judge(request)
+        reply["classifications"].pop()
+        return reply
+
+    with JudgeServer(reply=short) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "failed" and "classified 3 statements, not the 4" in verdict.error
+
+
+def test_empty_retrieval_is_a_real_zero_without_a_call():
+    with JudgeServer() as server:
+        verdict = judge_claims(config(server), CLAIMS, [])
+    assert verdict.status == "ok" and verdict.recall == 0.0 and server.calls == 0
+
+
+def test_failed_verdicts_are_stored_and_judged_again_by_the_next_run(con):
+    with JudgeServer(reply=script(Fault("malformed"), Fault("malformed"))) as server:
+        cfg = config(server)
+        first = judge_many(con, cfg, [(CLAIMS, CONTEXTS)], now=NOW)
+        assert (first.judged, first.failed) == (1, 1)
+        assert con.sql("SELECT status, attributed FROM judge_verdicts").fetchall() == [
+            ("failed", None)]
+        second = judge_many(con, cfg, [(CLAIMS, CONTEXTS)], now=NOW)
+    assert (second.cached, second.judged, second.failed) == (0, 1, 0)
+    assert server.calls == 3
+    assert con.sql("SELECT status FROM judge_verdicts").fetchall() == [("ok",)]
+
+
+def test_a_second_run_over_the_same_items_makes_no_call(con):
+    with JudgeServer() as server:
+        cfg = config(server)
+        first = judge_many(con, cfg, items(40, 40), now=NOW)
+        second = judge_many(con, cfg, items(40, 40), now=NOW)
+    assert (first.judged, first.calls, second.cached, second.judged, second.calls) == (
+        40, 40, 40, 0, 0)
+    assert server.calls == 40
+    assert second.verdicts == first.verdicts
+
+
+def test_a_thousand_items_over_fifty_keys_make_fifty_calls(con):
+    with JudgeServer() as server:
+        run = judge_many(con, config(server), items(1000, 50), now=NOW)
+    assert (run.items, run.distinct, run.judged, run.calls, server.calls) == (
+        1000, 50, 50, 50, 50)
+    assert calls_in(con) == 50
+    assert sorted(v.covered for v in run.verdicts.values()) == [0] * 25 + [1] * 25
+
+
+def test_a_budget_stops_new_calls_and_a_rerun_makes_the_missing_ones(con):
+    with JudgeServer(latency=0.02) as server:
+        cfg = config(server, concurrency=5)
+        first = judge_many(con, config(server, concurrency=5, max_calls=20), items(50, 50),
+                           now=NOW)
+        assert (first.judged, first.calls, first.skipped_budget, first.failed) == (20, 20, 30, 0)
+        assert server.calls == 20 and calls_in(con) == 20
+        second = judge_many(con, cfg, items(50, 50), now=NOW)
+    assert (second.cached, second.judged, second.calls) == (20, 30, 30)
+    assert server.calls == 50
+
+
+def test_a_token_budget_stops_new_calls(con):
+    with JudgeServer() as server:
+        run = judge_many(con, config(server, concurrency=1, max_tokens=300), items(10, 10),
+                         now=NOW)
+    assert run.tokens <= 300 and run.judged == server.calls and 0 < run.judged < 10
+    assert run.skipped_budget == 10 - run.judged and run.failed == 0
+
+
+def test_a_run_interrupted_midway_keeps_its_verdicts_and_a_rerun_calls_for_the_rest(con):
+    def stop_after_20(description, done, total):
+        if done == 20:
+            raise KeyboardInterrupt
+
+    with JudgeServer(latency=0.02) as server:
+        cfg = config(server, concurrency=4)
+        with pytest.raises(KeyboardInterrupt):
+            judge_many(con, cfg, items(50, 50), now=NOW, progress=stop_after_20)
+        kept = calls_in(con)
+        assert 20 <= kept < 50 and server.calls == kept
+        rerun = judge_many(con, cfg, items(50, 50), now=NOW)
+    assert (rerun.cached, rerun.calls) == (kept, 50 - kept)
+    assert server.calls == 50 and calls_in(con) == 50
+
+
+def test_dry_run_makes_no_call_and_estimates(con):
+    with JudgeServer() as server:
+        cfg = config(server)
+        judge_many(con, cfg, items(10, 10), now=NOW)
+        dry = judge_many(con, cfg, items(30, 30), now=NOW, dry_run=True)
+    assert server.calls == 10 and calls_in(con) == 10
+    assert (dry.dry_run, dry.cached, dry.calls, dry.judged) == (True, 10, 20, 0)
+    assert dry.tokens > 20 * 50
+
+
+def test_the_concurrency_limit_is_respected(con):
+    with JudgeServer(latency=0.1) as server:
+        run = judge_many(con, config(server, concurrency=3), items(15, 15), now=NOW)
+    assert run.judged == 15 and server.max_in_flight == 3
+
+
+def test_a_refused_key_is_one_clear_error(con):
+    with JudgeServer(api_key="sk-other") as server:
+        with pytest.raises(RecallwatchError, match="refused the API key .* OPENAI_API_KEY") \
+                as caught:
+            judge_many(con, config(server), items(5, 5), now=NOW)
+    assert SECRET not in str(caught.value)
+
+
+def test_from_env_reads_model_endpoint_and_key():
+    env = {"RECALLWATCH_JUDGE_MODEL": "gpt-x", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+           "OPENAI_API_KEY": SECRET}
+    cfg = JudgeConfig.from_env(env, lang="de", concurrency=4)
+    assert (cfg.model, cfg.base_url, cfg.api_key, cfg.lang, cfg.concurrency) == (
+        "gpt-x", "http://127.0.0.1:9/v1", SECRET, "de", 4)
+    assert SECRET not in repr(cfg)
+    with pytest.raises(RecallwatchError, match="RECALLWATCH_JUDGE_MODEL"):
+        JudgeConfig.from_env({"OPENAI_API_KEY": SECRET})
+    with pytest.raises(RecallwatchError, match="OPENAI_API_KEY"):
+        JudgeConfig.from_env({"RECALLWATCH_JUDGE_MODEL": "gpt-x"})
+    with pytest.raises(RecallwatchError, match="language 'es'"):
+        JudgeConfig.from_env(env, lang="es")
+
+
+def test_the_api_key_appears_in_no_log_output_or_table(con, caplog, capsys):
+    caplog.set_level(logging.DEBUG)
+    faults = script(Fault("429", retry_after=0.05), Fault("500"), wrong_claims,
+                    Fault("malformed"), Fault("malformed"))
+    with JudgeServer(reply=faults, api_key=SECRET) as server:
+        cfg = config(server)
+        run = judge_many(con, cfg, items(6, 6) + [(CLAIMS, CONTEXTS)], now=NOW)
+        judge_many(con, config(server, max_retries=0), [(["x"], ["y"])], now=NOW)
+        print(run, cfg, json.dumps(server.log))
+    assert all(entry["authorized"] for entry in server.log)
+    out, err = capsys.readouterr()
+    assert out and SECRET not in out + err
+    assert caplog.records and SECRET not in caplog.text
+    assert not any(SECRET in str(r.args) for r in caplog.records)
+    for (table,) in con.sql("SELECT table_name FROM duckdb_tables()").fetchall():
+        assert SECRET not in repr(con.sql(f'SELECT * FROM "{table}"').fetchall()), table
+    assert SECRET not in repr([v for v in run.verdicts.values()])

@@ -1,0 +1,218 @@
+"""The `passages` route (pipeline/routes/passages.py, sql/route_passages*.sql): RAGAS
+NonLLMContextRecall semantics pinned rule by rule (strictly above 0.5 normalized Levenshtein
+similarity, the best place among covering chunks, recall@k at the cutoffs), chunk text from the
+manifest, its rows apart from the ids route's, and its similarity against a plain-Python
+Levenshtein."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from pipeline.config import in_force, put_in_force, resolve
+from pipeline.ingest import ingest_gold, ingest_index, ingest_logs
+from pipeline.routes import register
+from pipeline.routes.passages import (
+    SIMILARITY_THRESHOLD,
+    PassagesRoute,
+    covering_pairs,
+    similarities,
+)
+from pipeline.score import score
+from tests.conftest import golden, request, snapshot, write_jsonl
+
+BOTH = ("ids", "passages")
+
+
+def chunk(chunk_id: str, text: str | None = None) -> dict:
+    return {"chunk_id": chunk_id} if text is None else {"chunk_id": chunk_id, "text": text}
+
+
+def load(con, tmp_path, goldens, records, *, manifest=None, cutoffs=(1, 3, 5, 10)):
+    write_jsonl(tmp_path / "gold.jsonl", goldens)
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    if manifest is not None:
+        write_jsonl(tmp_path / "manifest.jsonl", manifest)
+        ingest_index(con, str(tmp_path / "manifest.jsonl"), "idx-1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    return score(con, routes=BOTH, cutoffs=cutoffs)
+
+
+def scores(con, route="passages") -> dict[str, tuple]:
+    rows = con.execute("SELECT request_id, status, needed, covered, recall FROM request_scores "
+                       "WHERE route = $route", {"route": route}).fetchall()
+    return {r[0]: r[1:] for r in rows}
+
+
+def at_k(con, request_id: str) -> dict[int, float]:
+    return dict(con.execute("SELECT k, recall FROM recall_at_k WHERE route = 'passages' "
+                            "AND request_id = $r", {"r": request_id}).fetchall())
+
+
+def levenshtein(a: str, b: str) -> int:
+    """Plain dynamic-programming edit distance (insert, delete, substitute cost 1)."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1,
+                               previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def reference_similarity(a: str, b: str) -> float:
+    """RAGAS's NonLLM default: 1 - distance / max(len), 1 for two empty strings."""
+    longest = max(len(a), len(b))
+    return 1.0 - levenshtein(a, b) / longest if longest else 1.0
+
+
+def test_similarity_matches_hand_computed_normalized_levenshtein():
+    pairs = [("abcd", "abxy"), ("kitten", "sitting"), ("flaw", "lawn"), ("", ""), ("a", ""),
+             ("minimum balance", "minimum balances"), ("héllo", "hello")]
+    got = similarities([a for a, _ in pairs], [b for _, b in pairs])
+    # by hand: 2/4 edits, 3/7 (k->s, e->i, +g), 2/4, none, 1/1, 1/16, 1/5
+    assert list(got) == pytest.approx([0.5, 1 - 3 / 7, 0.5, 1.0, 0.0, 1 - 1 / 16, 0.8],
+                                      abs=1e-12)
+    rng = random.Random(3)
+    words = ["".join(rng.choice("abcde ") for _ in range(rng.randint(0, 12)))
+             for _ in range(200)]
+    left, right = words[:100], words[100:]
+    assert list(similarities(left, right)) == pytest.approx(
+        [reference_similarity(a, b) for a, b in zip(left, right, strict=True)], abs=1e-12)
+
+
+def test_similarity_exactly_at_threshold_is_not_covered_just_above_is(con, tmp_path):
+    load(con, tmp_path, [
+        golden("g-1", ["a"], gold_passages=["abcd"]),
+        golden("g-2", ["a"], question="q2", gold_passages=["a" * 101]),
+    ], [
+        request("r-at", [chunk("a", "abxy")]),          # 1 - 2/4 = 0.5: not above
+        request("r-above", [chunk("a", "abcdxy")]),     # 1 - 2/6 = 0.667: above
+        # 1 - 50/101 = 0.50495: just above
+        request("r-just-above", [chunk("a", "a" * 51 + "b" * 50)], gold_id="g-2"),
+        # 1 - 51/101 = 0.49505: just below
+        request("r-just-below", [chunk("a", "a" * 50 + "b" * 51)], gold_id="g-2"),
+    ])
+    got = scores(con)
+    assert got["r-at"] == ("scored", 1, 0, 0.0)
+    assert got["r-above"] == ("scored", 1, 1, 1.0)
+    assert got["r-just-above"] == ("scored", 1, 1, 1.0)
+    assert got["r-just-below"] == ("scored", 1, 0, 0.0)
+    assert SIMILARITY_THRESHOLD == 0.5
+
+
+def test_covering_pairs_use_a_strict_threshold():
+    batch = pa.record_batch({"request_id": ["r", "r"], "passage_no": [1, 2], "place": [1, 2],
+                             "passage": ["abcd", "abcd"], "text": ["abxy", "abcx"]})
+    covers = covering_pairs([batch], threshold=0.5).to_pylist()
+    assert covers == [{"request_id": "r", "passage_no": 2, "place": 2}]
+    assert covering_pairs([batch], threshold=0.75).num_rows == 0
+
+
+def test_empty_retrieval_is_a_real_zero(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a"], gold_passages=["abcd", "wxyz"])],
+         [request("r-1", [])])
+    assert scores(con)["r-1"] == ("scored", 2, 0, 0.0)
+    assert con.sql("SELECT chunk_id, cause FROM miss_causes WHERE route = 'passages' "
+                   "ORDER BY 1").fetchall() == [("passage 1", "not_retrieved"),
+                                                ("passage 2", "not_retrieved")]
+
+
+def test_golden_without_passages_is_no_evidence_not_zero(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a"], gold_passages=[])],
+         [request("r-1", [chunk("a", "abcd")])])
+    assert scores(con)["r-1"] == ("no_evidence", None, None, None)
+    assert scores(con, "ids")["r-1"] == ("scored", 1, 1, 1.0)
+
+
+def test_chunk_text_comes_from_the_manifest_when_not_logged(con, tmp_path):
+    manifest = [{"index_version": "idx-1", "chunk_id": "a", "text": "the fee is ten"},
+                {"index_version": "idx-1", "chunk_id": "b", "text": "the fee is tem"}]
+    load(con, tmp_path, [golden("g-1", ["z"], gold_passages=["the fee is ten"])], [
+        request("r-manifest", [chunk("a")]),
+        # a logged text wins over the manifest's
+        request("r-logged", [chunk("a", "unrelated words entirely")]),
+        # no text anywhere: covers nothing
+        request("r-none", [chunk("q")]),
+    ], manifest=manifest)
+    got = scores(con)
+    assert got["r-manifest"] == ("scored", 1, 1, 1.0)
+    assert got["r-logged"] == ("scored", 1, 0, 0.0)
+    assert got["r-none"] == ("scored", 1, 0, 0.0)
+
+
+def test_recall_at_k_counts_a_passage_covered_at_rank_4_only_from_k_4(con, tmp_path):
+    chunks = [chunk(c, "zzzzzzzz") for c in "abc"] + [chunk("d", "alpha beta"),
+                                                       chunk("e", "gamma delta")]
+    load(con, tmp_path, [golden("g-1", ["x"], gold_passages=["alpha beta", "omega"])], [
+        request("r-1", chunks),            # served k = 5
+        request("r-2", chunks, k=3),       # the covering chunk lies beyond the served k
+    ], cutoffs=(1, 3, 4, 5, 10))
+    assert at_k(con, "r-1") == {1: 0.0, 3: 0.0, 4: 0.5, 5: 0.5, 10: 0.5}
+    assert at_k(con, "r-2") == {1: 0.0, 3: 0.0, 4: 0.0, 5: 0.0, 10: 0.0}
+    assert con.sql("SELECT request_id, chunk_id, cause, rank FROM miss_causes "
+                   "WHERE route = 'passages' ORDER BY ALL").fetchall() == [
+        ("r-1", "passage 2", "not_retrieved", None),
+        ("r-2", "passage 1", "beyond_k", 4), ("r-2", "passage 2", "not_retrieved", None)]
+
+
+def test_best_place_among_covering_chunks_counts(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["x"], gold_passages=["minimum balance"])], [
+        request("r-1", [chunk("a", "minimum balances"), chunk("b", "zzz"),
+                        chunk("c", "minimum balance")]),
+    ], cutoffs=(1, 3))
+    assert at_k(con, "r-1") == {1: 1.0, 3: 1.0}
+
+
+def test_passages_rows_are_apart_from_ids_rows_which_stay_unchanged(con, tmp_path):
+    goldens = [golden("g-1", ["a", "b"], gold_passages=["the fee is ten dollars"])]
+    records = [request("r-1", [chunk("a", "the fee is ten dollars"), chunk("x", "nothing")])]
+    write_jsonl(tmp_path / "gold.jsonl", goldens)
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    score(con, routes=("ids",))
+    ids_only = con.sql("SELECT * FROM request_scores ORDER BY ALL").fetchall()
+    score(con, routes=BOTH)
+    assert con.sql("SELECT * FROM request_scores WHERE route = 'ids' "
+                   "ORDER BY ALL").fetchall() == ids_only
+    assert scores(con, "ids")["r-1"] == ("scored", 2, 1, 0.5)
+    assert scores(con)["r-1"] == ("scored", 1, 1, 1.0)
+    assert con.sql("SELECT route, count(*) FROM request_cutoffs GROUP BY 1 "
+                   "ORDER BY 1").fetchall() == [("ids", 1), ("passages", 1)]
+
+
+def test_rescoring_changes_nothing(con, tmp_path):
+    load(con, tmp_path, [golden("g-1", ["a"], gold_passages=["abcd", "hello world"])], [
+        request("r-1", [chunk("a", "abcx"), chunk("b", "hello")]),
+        request("r-2", [], ts="2026-11-02T10:00:00Z"),
+    ])
+    before = snapshot(con)
+    score(con, routes=BOTH, cutoffs=(1, 3, 5, 10))
+    assert snapshot(con) == before
+
+
+def test_small_batches_score_like_one(con, tmp_path):
+    texts = [chunk(f"c{i}", f"passage number {i} about fees") for i in range(12)]
+    load(con, tmp_path, [golden("g-1", ["a"], gold_passages=[
+        "passage number 7 about fees", "passage number 11 about fees", "unrelated"])],
+         [request("r-1", texts)], cutoffs=(1, 12))
+    whole = at_k(con, "r-1")
+    register(PassagesRoute(batch_pairs=5))
+    try:
+        score(con, routes=BOTH, cutoffs=(1, 12))
+        assert at_k(con, "r-1") == whole
+    finally:
+        register(PassagesRoute())
+    # "passage number 7 about fees" is one edit from chunk c0's text: place 1 already
+    assert whole == {1: pytest.approx(2 / 3), 12: pytest.approx(2 / 3)}
+
+
+def test_routes_are_put_in_force_and_ids_stays_the_default(con):
+    assert in_force(con).routes == ("ids",)
+    put_in_force(con, resolve(con, routes=BOTH))
+    assert in_force(con).routes == BOTH
