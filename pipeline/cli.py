@@ -160,13 +160,63 @@ def cmd_config(args) -> None:
           f"alerts {','.join(config.alert_metrics)} at k={config.alert_cutoff}")
 
 
+def _use_judge(args, routes: tuple[str, ...], *, skip: bool = True) -> tuple[str, ...]:
+    """Register the claims route with the judge of the environment and the --judge-model,
+    --lang, --max-calls and --max-tokens options. When none is configured: with `skip`, returns
+    `routes` without claims after one line saying how to configure a judge; without it (`run`,
+    which scores the routes in force), the route says that line itself and leaves the
+    window's requests `not_judged`."""
+    from pipeline.routes import register
+    from pipeline.routes.claims import NO_JUDGE, ClaimsRoute, configured_judge
+
+    if "claims" not in routes:
+        return routes
+    judge = configured_judge(model=args.judge_model, lang=args.lang, max_calls=args.max_calls,
+                             max_tokens=args.max_tokens)
+    if judge is None and not skip:
+        register(ClaimsRoute(report=print))
+    elif judge is None:
+        print(NO_JUDGE)
+        return tuple(r for r in routes if r != "claims")
+    else:
+        register(ClaimsRoute(judge=judge, report=print))
+    return routes
+
+
+def _judge_estimate(args) -> None:
+    """`score --dry-run`: what the claims route's judge would cost; nothing is judged or scored."""
+    from pipeline import api
+    from pipeline.config import require_gold, resolve
+    from pipeline.routes.claims import configured_judge, estimate_score
+    from pipeline.warehouse import connect
+
+    judge = configured_judge(model=args.judge_model, lang=args.lang, max_calls=args.max_calls,
+                             max_tokens=args.max_tokens)
+    if judge is None:
+        from pipeline.routes.claims import NO_JUDGE
+
+        print(NO_JUDGE)
+        return
+    with connect(args.warehouse, must_exist=True) as con:
+        gold_version = require_gold(resolve(con, gold_version=args.gold_version))
+        tally = estimate_score(con, judge, gold_version, api.instant(args.start, "--start"),
+                               api.instant(args.end, "--end"))
+    print(f"dry run (model {judge.model}, lang {judge.lang}): {tally.line()}; nothing was "
+          "judged or scored.")
+
+
 def cmd_score(args) -> None:
     from pipeline import api
 
+    if args.dry_run:
+        return _judge_estimate(args)
+    routes = _use_judge(args, api.configure(args.warehouse).routes)
+    if not routes:
+        return
     with _progress() as progress:
         summary = api.score(args.warehouse, args.start, args.end, cutoffs=_cutoffs(args.cutoffs),
                             pass_mark=args.pass_mark, gold_version=args.gold_version,
-                            keep=True, progress=progress)
+                            routes=routes, keep=True, progress=progress)
     if not summary.windows:
         print("nothing to score: no requests in the warehouse for that window.")
         return
@@ -183,6 +233,22 @@ def cmd_score(args) -> None:
         print(f"matched a golden: {matched} of {total} ({matched / total:.1%}): "
               f"{joined['by_gold_id']} by gold_id, {joined['by_query']} by normalized query; "
               f"{joined['unmatched']} matched none")
+
+
+def cmd_claims(args) -> None:
+    from pipeline.claims import export_claims, import_claims
+    from pipeline.config import require_gold, resolve
+    from pipeline.warehouse import connect
+
+    with connect(args.warehouse, must_exist=True) as con:
+        gold_version = require_gold(resolve(con, gold_version=args.gold_version))
+        if args.action == "export":
+            n = export_claims(con, args.file, gold_version)
+            print(f"wrote the claims of {n} golden(s) of gold set {gold_version} to {args.file}")
+        else:
+            n = import_claims(con, args.file, gold_version)
+            print(f"replaced the claims of {n} golden(s) of gold set {gold_version}; run "
+                  "`recallwatch score` over the days they were scored on to use them")
 
 
 def cmd_aggregate(args) -> None:
@@ -310,10 +376,13 @@ def cmd_run(args) -> None:
 
     from pipeline import api
     from pipeline.alerts import channels_from_env
+    from pipeline.warehouse import warehouse_path
 
     index = [tuple(pair.split("=", 1)[::-1]) for pair in args.index or []]
     if any(len(pair) != 2 for pair in index):
         raise RecallwatchError("--index takes VERSION=PATH, e.g. --index idx-v2=manifest.parquet.")
+    if warehouse_path(args.warehouse).exists():   # run scores the routes in force
+        _use_judge(args, api.configure(args.warehouse).routes, skip=False)
     with _progress() as progress:
         summary = api.run(args.warehouse, logs=args.logs, gold=args.gold,
                           gold_version=args.gold_version, index=index,
@@ -355,12 +424,18 @@ def cmd_check(args) -> None:
 
 def cmd_demo(args) -> None:
     from pipeline import api
+    from pipeline.config import put_in_force, resolve
     from pipeline.demo import generate_demo_world
-    from pipeline.warehouse import warehouse_path
+    from pipeline.routes import DEFAULT_ROUTE
+    from pipeline.routes.passages import ROUTE_NAME as PASSAGES
+    from pipeline.warehouse import connect, warehouse_path
 
     out = Path(args.dir)
     print(f"generating the demo world in {out} ...", flush=True)
     world = generate_demo_world(out, seed=args.seed)
+    # The demo's gold set carries passages too, so it shows both routes that need no judge.
+    with connect(args.warehouse) as con:
+        put_in_force(con, resolve(con, routes=(DEFAULT_ROUTE, PASSAGES)))
     with _progress() as progress:
         summary = api.run(
             args.warehouse, logs=[str(world.logs_dir)], gold=str(world.gold_path),
@@ -369,6 +444,9 @@ def cmd_demo(args) -> None:
             report_dir=args.out, progress=progress)
     _print_ingest(summary.ingest, every_file=False)
     _print_summary_table(args.warehouse)
+    _print_passages_line(args.warehouse)
+    print("claims route: set RECALLWATCH_JUDGE_MODEL and OPENAI_API_KEY (and OPENAI_BASE_URL "
+          "for another server) to score reference claims too")
     _print_drift(args.warehouse)
     print(f"\nwarehouse: {warehouse_path(args.warehouse).resolve()}")
     print(f"report: {summary.report.resolve()}")
@@ -394,6 +472,22 @@ def _print_drift(warehouse) -> None:
     for day, state, decision, delta, version, _ in rows:
         what = f"{decision} opened" if state == "opened" else "episode resolved"
         print(f"  {day}  {what} (difference from baseline {delta:+.3f}, index {version})")
+
+
+def _print_passages_line(warehouse) -> None:
+    """The passages route's mean recall per index version on its first and last day, in one
+    line under the ids route's table."""
+    from pipeline.report import index_version_summary, resolve_scope
+    from pipeline.routes.passages import ROUTE_NAME, SIMILARITY_THRESHOLD
+    from pipeline.warehouse import connect
+
+    with connect(warehouse, read_only=True) as con:
+        scope, _, _ = resolve_scope(con, route=ROUTE_NAME)
+        rows = index_version_summary(con, scope)
+    versions = ", ".join(f"{row['index_version']} {row['first_recall']:.3f} → "
+                         f"{row['last_recall']:.3f}" for row in rows)
+    print(f"passages route (RAGAS NonLLM, threshold {SIMILARITY_THRESHOLD}): "
+          f"{versions or 'nothing scored'} (mean recall@{scope.k}, first → last day)")
 
 
 def _print_summary_table(warehouse) -> None:
@@ -477,6 +571,16 @@ def _ingest_commands(sub, command) -> None:
     p.set_defaults(func=cmd_ingest_index)
 
 
+def _judge_args(p) -> None:
+    p.add_argument("--judge-model", help="the claims route's judge model (default: "
+                                         "$RECALLWATCH_JUDGE_MODEL; key from $OPENAI_API_KEY, "
+                                         "endpoint from $OPENAI_BASE_URL)")
+    p.add_argument("--lang", choices=("en", "de", "fr"),
+                   help="language of the judge's prompts (default en)")
+    p.add_argument("--max-calls", type=_positive, help="judge calls this run may make")
+    p.add_argument("--max-tokens", type=_positive, help="judge tokens this run may spend")
+
+
 def _step_commands(sub, command) -> None:
     p = command(sub, "config", help="show the settings in force, or put new ones in force")
     p.add_argument("--cutoffs", help="recall@k cutoffs, e.g. 1,3,5,10 (days scored with others "
@@ -484,7 +588,7 @@ def _step_commands(sub, command) -> None:
     p.add_argument("--pass-mark", type=_unit, help="recall at or above this passes")
     p.add_argument("--grains", help="window grains `run` keeps current: day or day,hour")
     p.add_argument("--routes", help="scoring routes `score` and `run` use: ids (default), "
-                                    "passages, or both, e.g. ids,passages")
+                                    "passages, claims (needs an LLM judge), e.g. ids,claims")
     p.add_argument("--drift-mode", choices=("anytime", "fixed"),
                    help="anytime: valid however often it is re-checked (default); fixed: one "
                         "comparison per window at level 95 %%")
@@ -508,7 +612,18 @@ def _step_commands(sub, command) -> None:
                    help="recall at or above this passes, put in force (default: the one in "
                         f"force, at first {DEFAULT_PASS_MARK})")
     p.add_argument("--gold-version", help="gold-set version (default: the last loaded)")
+    _judge_args(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="print how many judge calls and tokens the claims route would take; "
+                        "judge and score nothing")
     p.set_defaults(func=cmd_score)
+
+    p = command(sub, "claims", help="review the claims of the goldens' reference answers: "
+                                    "`claims export FILE`, `claims import FILE` (JSON Lines)")
+    p.add_argument("action", choices=("export", "import"))
+    p.add_argument("file")
+    p.add_argument("--gold-version", help="gold-set version (default: the last loaded)")
+    p.set_defaults(func=cmd_claims)
 
     p = command(sub, "aggregate", help="window metrics with intervals, per slice")
     p.add_argument("--window", choices=("day", "hour"), default="day",
@@ -554,6 +669,45 @@ def _step_commands(sub, command) -> None:
                                                            "every message")
     p.set_defaults(func=cmd_alert)
 
+    p = command(sub, "audit", help="audit the claims route's LLM judge against people: "
+                                   "`audit sample --n N FILE` writes claims to label, "
+                                   "`audit score FILE` stores the labels and prints agreement")
+    p.add_argument("action", choices=("sample", "score"))
+    p.add_argument("file", help="the sample to write, or the labelled file to read (.csv or "
+                                ".jsonl)")
+    p.add_argument("--n", type=_positive, help="with sample: claims to draw")
+    p.add_argument("--seed", type=int, default=0, help="with sample: random seed (default 0)")
+    p.set_defaults(func=cmd_audit)
+
+
+def cmd_audit(args) -> None:
+    from datetime import UTC
+
+    from pipeline import audit
+    from pipeline.warehouse import connect
+
+    if args.action == "sample" and args.n is None:
+        raise RecallwatchError("audit sample needs --n, the number of claims to draw.")
+    with connect(args.warehouse, must_exist=True) as con:
+        if args.action == "sample":
+            sample = audit.sample_claims(con, args.n, args.seed)
+            audit.write_sample(sample, args.file)
+        else:
+            done = audit.import_labels(con, args.file, datetime.now(UTC).replace(tzinfo=None))
+            found = audit.agreement(con)
+    if args.action == "sample":
+        print(f"{len(sample.rows)} claims written to {args.file} (seed {args.seed}); fill "
+              "`human` with 1 (attributed) or 0 (not attributed), then run `recallwatch audit "
+              "score` on it. Drawn per stratum:")
+        print("\n".join(audit.strata_lines(sample)))
+        return
+    print(f"{args.file}: {done.stored} labels stored, {done.blank} blank rows skipped")
+    bar = audit.AuditBar.from_env()
+    for model in found:
+        print("\n".join(audit.describe(model)))
+        audited, why = audit.audit_status(model, bar)
+        print(f"  {'audited' if audited else 'unaudited'}: {why}")
+
 
 def _run_commands(sub, command) -> None:
     p = command(sub, "run", help="all steps for new data: ingest, score, aggregate, report")
@@ -570,6 +724,7 @@ def _run_commands(sub, command) -> None:
                         "a new one re-aggregates all")
     p.add_argument("--out", metavar="DIR", default="reports/latest",
                    help="report directory (default reports/latest)")
+    _judge_args(p)
     p.set_defaults(func=cmd_run)
 
     p = command(sub, "check", help="the data-quality gate of one interval's log files, before "
@@ -606,6 +761,23 @@ def _run_commands(sub, command) -> None:
     p.add_argument("--live-from", required=True, metavar="DAY",
                    help="the first day (UTC) the new index served requests")
     p.set_defaults(func=cmd_announce_rebuild)
+
+    p = command(sub, "score-dataset",
+                help="score a gdi_text_v1 dataset with the rag.context_recall contract (one "
+                     "judge-scored row per line in --out; the warehouse is not used)")
+    p.add_argument("file", help="the dataset: .jsonl, .parquet or .csv with input_id, prompt, "
+                                "expected_output, sut_response, retrieved_context")
+    p.add_argument("--out", required=True, metavar="FILE", help="the scores (JSON Lines)")
+    p.add_argument("--config", metavar="JSON", help="the contract's configuration, e.g. "
+                                                    "'{\"lang\": \"de\", \"max\": 10}'")
+    p.set_defaults(func=cmd_score_dataset)
+
+
+def cmd_score_dataset(args) -> None:
+    from pipeline import contract
+
+    results = contract.score_file(args.file, args.out, contract.config_from_json(args.config))
+    print(f"scored {args.file} into {args.out}: {contract.describe(results)}")
 
 
 def cmd_announce_rebuild(args) -> None:

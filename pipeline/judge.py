@@ -345,8 +345,25 @@ class _CallFailed(Exception):
         self.tokens, self.calls = tokens, calls
 
 
+def complete_json(config: JudgeConfig, messages: list[dict], response_format: dict, *,
+                  client=None) -> tuple[str | None, int, int, str | None]:
+    """One chat completion of another prompt (pipeline/claims.py splits a reference into
+    claims with it) through the judge's client, retries and errors: (content, tokens, calls,
+    error). content is None when the call failed for good or the reply was cut off; error then
+    says why, without secrets. Raises RecallwatchError for a problem of the configuration, as
+    judge_claims does. It keeps no budget: the caller counts the calls it allows."""
+    client = client if client is not None else make_client(config)
+    try:
+        content, used, calls = _complete(client, config, messages, _Budget(None, None), 0,
+                                         response_format)
+    except _CallFailed as exc:
+        return None, exc.tokens, exc.calls, _scrub(str(exc), config)
+    return content, used, calls, None if content is not None else "the reply was cut off"
+
+
 def _complete(client, config: JudgeConfig, messages: list[dict], budget: _Budget,
-              estimate: int) -> tuple[str | None, int, int]:
+              estimate: int, response_format: dict = RESPONSE_FORMAT
+              ) -> tuple[str | None, int, int]:
     """One chat completion, retried on 429 (honouring Retry-After), 5xx, timeouts and dropped
     connections with exponential backoff and jitter. Returns (content, tokens, calls made)."""
     import openai
@@ -360,7 +377,7 @@ def _complete(client, config: JudgeConfig, messages: list[dict], budget: _Budget
         try:
             response = client.chat.completions.create(
                 model=config.model, messages=messages, temperature=0,
-                response_format=RESPONSE_FORMAT, timeout=config.timeout)
+                response_format=response_format, timeout=config.timeout)
             usage = response.usage
             used = (usage.total_tokens or 0) if usage is not None else 0
             choice = response.choices[0] if response.choices else None
@@ -549,7 +566,7 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
                     if verdict.status == "skipped":
                         run.skipped_budget += 1
                         continue
-                    _record(con, config, key, verdict, now)
+                    _record(con, config, key, verdict, now, wanted[key][1])
                     run.verdicts[key] = verdict
                     run.judged += 1
                     run.failed += verdict.status == "failed"
@@ -570,7 +587,8 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
     return run
 
 
-def _record(con, config: JudgeConfig, key: str, verdict: Verdict, now: datetime) -> None:
+def _record(con, config: JudgeConfig, key: str, verdict: Verdict, now: datetime,
+            contexts: Sequence[str]) -> None:
     with transaction(con):
         run_script(con, "record_judge_verdict", {
             "verdict_key": key, "model": config.model,
@@ -579,4 +597,4 @@ def _record(con, config: JudgeConfig, key: str, verdict: Verdict, now: datetime)
             "attributed": list(verdict.attributed) if verdict.attributed is not None else None,
             "reasons": list(verdict.reasons) if verdict.reasons is not None else None,
             "tokens": verdict.tokens, "calls": verdict.calls, "status": verdict.status,
-            "error": verdict.error, "created_at": now})
+            "error": verdict.error, "created_at": now, "contexts": list(contexts)})

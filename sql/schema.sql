@@ -301,7 +301,39 @@ CREATE TABLE IF NOT EXISTS judge_verdicts (
     calls          INTEGER   NOT NULL,   -- HTTP calls made (retries and re-asks included)
     status         VARCHAR   NOT NULL,   -- ok | failed
     error          VARCHAR,              -- why it failed, without secrets
-    created_at     TIMESTAMP NOT NULL
+    created_at     TIMESTAMP NOT NULL,
+    contexts       VARCHAR[]             -- the retrieved contexts judged, in order (for audits)
+);
+
+-- Added after the first verdicts were cached: their rows get NULL (an audit sample shows no
+-- contexts for them).
+ALTER TABLE judge_verdicts ADD COLUMN IF NOT EXISTS contexts VARCHAR[];
+
+-- Human labels of a sample of the judge's claim verdicts (pipeline/audit.py), to measure how
+-- far the judge agrees with people. One row per labelled claim (verdict_key, claim_no); a new
+-- import replaces earlier labels of the same claims. The judge's label, model and language are
+-- copied from judge_verdicts when the label is stored, so the audit outlives the cache.
+CREATE TABLE IF NOT EXISTS audit_labels (
+    verdict_key VARCHAR   NOT NULL,   -- judge_verdicts.verdict_key
+    claim_no    INTEGER   NOT NULL,   -- 1-based place of the claim in the verdict
+    model       VARCHAR   NOT NULL,
+    lang        VARCHAR   NOT NULL,
+    judge       BOOLEAN   NOT NULL,   -- the judge's attributed
+    human       BOOLEAN   NOT NULL,   -- the person's attributed
+    source      VARCHAR   NOT NULL,   -- the labels file it came from
+    labelled_at TIMESTAMP NOT NULL    -- when it was imported (UTC)
+);
+
+-- The claims of each golden's reference answer, fixed per gold-set version so that the
+-- denominator of claims recall never changes between runs (pipeline/claims.py): the gold
+-- file's claims, else the reference split once by the judge, or a person's correction
+-- (`recallwatch claims import`). A golden has rows here once, and keeps them until imported.
+CREATE TABLE IF NOT EXISTS golden_claims (
+    gold_version VARCHAR NOT NULL,
+    gold_id      VARCHAR NOT NULL,
+    claim_no     INTEGER NOT NULL,   -- 1-based order of the claim in the reference
+    claim        VARCHAR NOT NULL,
+    source       VARCHAR NOT NULL    -- gold | judge | import
 );
 
 -- The configuration in force: cutoffs and pass mark (set by the last score/aggregate that was

@@ -291,6 +291,27 @@ def test_gold_set_has_300_goldens_and_ten_without_evidence(world):
     assert len(all_chunks) == len(set(all_chunks))
 
 
+def test_gold_passages_reword_their_chunks_within_the_passages_threshold(world, con):
+    """Each gold passage is its chunk's text reworded: not equal to it, similar above the
+    passages route's threshold (0.5), and not above it to the golden's other chunks."""
+    from rapidfuzz.distance import Levenshtein
+
+    texts = dict(con.sql("SELECT DISTINCT chunk_id, text FROM manifests").fetchall())
+    own, others = [], []
+    for g in _read_gold(world):
+        for chunk_id, passage in zip(g["gold_chunk_ids"], g["gold_passages"], strict=True):
+            if chunk_id in world.deleted_chunk_ids:
+                continue
+            assert passage != texts[chunk_id]
+            own.append(Levenshtein.normalized_similarity(passage, texts[chunk_id]))
+            others += [Levenshtein.normalized_similarity(passage, texts[other])
+                       for other in g["gold_chunk_ids"]
+                       if other != chunk_id and other not in world.deleted_chunk_ids]
+    assert len(own) > 500
+    assert min(own) > 0.7 and max(own) < 0.99
+    assert max(others) <= 0.5
+
+
 def test_requests_without_gold_id_join_by_normalized_question(con):
     rows = con.sql("""
         SELECT r.gold_id IS NOT NULL, m.matched_gold_id IS NOT NULL, r.query, r.is_json

@@ -105,6 +105,30 @@ def test_similarity_exactly_at_threshold_is_not_covered_just_above_is(con, tmp_p
     assert SIMILARITY_THRESHOLD == 0.5
 
 
+def test_score_cutoff_changes_no_decision_of_the_strict_threshold():
+    """Below the cutoff a pair scores 0; at or above it keeps its exact similarity, so a pair
+    exactly at 0.5 (2 edits in 4) is still not covered and one just above still is."""
+    rng = random.Random(5)
+    words = ["".join(rng.choice("abc") for _ in range(rng.randint(0, 8))) for _ in range(4000)]
+    left = ["abcd", "abcdefghij", "abcdefghij", *words[:2000]]
+    right = ["abxy", "abcdefxyzw", "abcdexyzwv", *words[2000:]]
+    exact = [reference_similarity(a, b) for a, b in zip(left, right, strict=True)]
+    cut = similarities(left, right, score_cutoff=SIMILARITY_THRESHOLD)
+    assert list(cut[:3]) == [0.5, 0.6, 0.5]
+    assert [c > 0.5 for c in cut] == [e > 0.5 for e in exact]
+    assert sum(e == 0.5 for e in exact) > 100
+
+
+def test_covering_pairs_score_repeated_pairs_alike_and_never_cover_with_a_null():
+    batch = pa.record_batch({
+        "request_id": ["r", "r", "s", "s", "t"], "passage_no": [1, 2, 1, 2, 1],
+        "place": pa.array([1, 2, 3, 4, 5], pa.int32()),
+        "passage": ["abcd", "abcd", "abcd", None, "abcd"],
+        "text": ["abcx", "wxyz", "abcx", "abcd", None]})
+    assert [(c["request_id"], c["place"]) for c in covering_pairs([batch]).to_pylist()] == [
+        ("r", 1), ("s", 3)]
+
+
 def test_covering_pairs_use_a_strict_threshold():
     batch = pa.record_batch({"request_id": ["r", "r"], "passage_no": [1, 2], "place": [1, 2],
                              "passage": ["abcd", "abcd"], "text": ["abxy", "abcx"]})

@@ -55,7 +55,8 @@ class Golden:
     question: str
     reference: str | None
     chunk_numbers: tuple[int, ...]
-    passages: tuple[str, ...]
+    passages: tuple[str, ...]  # the texts of its gold chunks
+    gold_passages: tuple[str, ...]  # the same facts as the gold set words them
     answer: str  # what the assistant says when it found the main fact
 
 
@@ -106,13 +107,14 @@ def make_goldens(rng: np.random.Generator, chunks_on_day_one: int) -> list[Golde
         value = _value_text(rng, kind)
         answer = f"The {attr} for the {product} at {seg} branches is {value}."
         n = int(n_chunks[i])
-        passages, claims = _evidence(rng, n, product, seg, attr, value, answer)
+        passages, gold_passages, claims = _evidence(rng, n, product, seg, attr, value, answer)
         goldens.append(Golden(
             gold_id=f"g-{i + 1:03d}",
             question=question,
             reference=" ".join(claims) if n else None,
             chunk_numbers=tuple(int(c) for c in chunk_numbers[used:used + n]),
             passages=tuple(passages) if n else (),
+            gold_passages=tuple(gold_passages) if n else (),
             answer=answer,
         ))
         used += n
@@ -136,30 +138,40 @@ def _value_text(rng: np.random.Generator, kind: str) -> str:
 
 def _evidence(
     rng: np.random.Generator, n: int, product: str, seg: str, attr: str, value: str, answer: str,
-) -> tuple[list[str], list[str]]:
-    """The passages of a golden's n chunks and the reference sentence each one supports.
+) -> tuple[list[str], list[str], list[str]]:
+    """The passages of a golden's n chunks, the gold passages that state them, and the
+    reference sentence each one supports.
 
-    It draws from `rng` even when n is 0: skipping those draws would change every golden after
-    a golden without evidence, and so the files a seed writes.
+    A gold passage is its chunk's text lightly reworded, as a person writing a gold set would:
+    its similarity to its own chunk (1 - normalized Levenshtein) lies between ~0.77 and ~0.95,
+    above the passages route's 0.5, and to the golden's other chunks below 0.5
+    (tests/test_demo.py checks both), so the passages route finds the chunks the ids route
+    does. It draws from `rng` even when n is 0: skipping those draws would change every golden
+    after a golden without evidence, and so the files a seed writes.
     """
     # Each extra chunk states one more fact; every passage names product, segment and
     # attribute, so no two chunks share a text (content hashes stay unique).
     passages = [f"{product.capitalize()}, {seg} branches: the {attr} is {value}."]
+    gold_passages = [f"{product.capitalize()} at {seg} branches: its {attr} is {value}."]
     claims = [answer]
     notice, months = int(rng.integers(2, 9)) * 7, int(rng.choice([3, 6, 12]))
     menu = APP_MENUS[int(rng.integers(len(APP_MENUS)))]
     extra = [
         (f"Changes to the {attr} need {notice} days' notice ({seg} {product}).",
+         f"Changes to the {attr} are announced {notice} days ahead ({seg} {product}).",
          f"Changes to this {attr} require {notice} days' notice."),
         (f"Reviewed every {months} months: {attr}, {product}, {seg} branches.",
+         f"Reviewed each {months} months: {attr}, {product}, {seg} branch network.",
          f"The {attr} is reviewed every {months} months."),
         (f"In the app, {menu} shows the {attr} for {seg} {product} holders.",
+         f"In the mobile app, the {menu} screen shows the {attr} for {seg} {product} holders.",
          f"Customers can find it in the app under {menu}."),
     ]
     for j in rng.permutation(len(extra))[: max(n - 1, 0)]:
         passages.append(extra[j][0])
-        claims.append(extra[j][1])
-    return passages, claims
+        gold_passages.append(extra[j][1])
+        claims.append(extra[j][2])
+    return passages, gold_passages, claims
 
 
 def choose_deleted_chunks(rng: np.random.Generator, goldens: list[Golden]) -> set[int]:

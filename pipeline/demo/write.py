@@ -41,7 +41,7 @@ def write_gold(path: Path, goldens: list[Golden], chunks: Chunks) -> None:
             "question": g.question,
             "reference": g.reference,
             "gold_chunk_ids": [chunks.ids[n].as_py() for n in g.chunk_numbers],
-            "gold_passages": list(g.passages),
+            "gold_passages": list(g.gold_passages),
         }))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 

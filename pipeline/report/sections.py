@@ -14,6 +14,7 @@ from datetime import date
 
 import duckdb
 
+from pipeline.report.audit import audit_section
 from pipeline.report.charts import (
     CAUSE_COLORS,
     FC_COLOR,
@@ -65,6 +66,7 @@ def build_sections(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict:
         "drift": drift_section(con, scope, daily, summary["served_k_text"]),
         "quality": quality_section(con),
         "rebuild": rebuild_section(con, scope, summary["served_k_text"]),
+        "audit": audit_section(con, scope),
     }
 
 

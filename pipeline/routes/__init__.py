@@ -67,11 +67,13 @@ def get_route(name: str) -> Route:
 
 
 def _register_built_in() -> None:
+    from pipeline.routes.claims import ClaimsRoute
     from pipeline.routes.ids import IdsRoute
     from pipeline.routes.passages import PassagesRoute
 
     register(IdsRoute())
     register(PassagesRoute())
+    register(ClaimsRoute())
 
 
 _register_built_in()

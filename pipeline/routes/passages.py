@@ -9,8 +9,9 @@ A chunk's text is the logged `text`, else the index manifest's text of that chun
 request's index version; a chunk with neither cannot cover anything (a passage only it would
 have matched shows as `not_retrieved`). SQL picks the pairs (sql/route_passages*.sql); this
 module only scores them: the pairs stream out of DuckDB as Arrow batches of bounded size, each
-batch is scored in one multi-threaded rapidfuzz call, and the pairs above the threshold go back
-as an Arrow table that the last SQL step turns into places.
+batch's distinct pairs are scored in one multi-threaded rapidfuzz call that gives up on a pair
+once it cannot reach the threshold, and the pairs above the threshold go back as an Arrow table
+that the last SQL step turns into places.
 
 Reference: RAGAS `NonLLMContextRecall` (ragas/metrics/_context_recall.py): per reference
 context, max similarity over retrieved contexts, covered when `> threshold`."""
@@ -34,18 +35,44 @@ _COVERS_SCHEMA = pa.schema([("request_id", pa.string()), ("passage_no", pa.int64
                             ("place", pa.int32())])
 
 
-def similarities(passages: list[str], texts: list[str]) -> np.ndarray:
+def similarities(passages: list[str], texts: list[str],
+                 score_cutoff: float | None = None) -> np.ndarray:
     """1 - normalized Levenshtein distance of each pair (passages[i], texts[i]), in [0, 1], as
     float64 (the arithmetic RAGAS does in Python, so a pair exactly at the threshold stays
     exactly there). Vectorized and multi-threaded: rapidfuzz.process.cpdist, the paired form
-    of cdist (cdist over a batch would also compare passages with other requests' texts)."""
+    of cdist (cdist over a batch would also compare passages with other requests' texts).
+    With `score_cutoff`, a pair below it scores 0 and rapidfuzz stops its work early; a pair
+    at or above it keeps its exact similarity (rapidfuzz's documented rule), so `> cutoff`
+    afterwards decides exactly as without one."""
     from rapidfuzz.distance import Levenshtein
     from rapidfuzz.process import cpdist
 
     if not passages:
         return np.zeros(0, dtype=np.float64)
     return cpdist(passages, texts, scorer=Levenshtein.normalized_similarity,
-                  dtype=np.float64, workers=-1)
+                  dtype=np.float64, workers=-1, score_cutoff=score_cutoff)
+
+
+def distinct_pairs(passages: pa.Array, texts: pa.Array) -> tuple[list, list, np.ndarray]:
+    """The distinct (passage, text) pairs of two aligned string columns, as Python lists, and
+    for every row the position of its pair in them. Requests that ask the same question and
+    get the same chunks repeat their pairs, and a pair is scored once. Only the distinct
+    strings become Python objects: Arrow dictionary-encodes each column, and a pair is the
+    pair of its two codes. A null stays None, which rapidfuzz scores 0."""
+    p, distinct_passages = _codes(passages)
+    t, distinct_texts = _codes(texts)
+    _, first, row_pair = np.unique(p * len(distinct_texts) + t,
+                                   return_index=True, return_inverse=True)
+    return (distinct_passages[p[first]].tolist(), distinct_texts[t[first]].tolist(),
+            row_pair.reshape(-1))
+
+
+def _codes(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the code of its string, and the strings by code (None last, for nulls)."""
+    encoded = pc.dictionary_encode(column)
+    values = np.array([*encoded.dictionary.to_pylist(), None], dtype=object)
+    codes = pc.fill_null(encoded.indices, len(values) - 1)
+    return codes.to_numpy().astype(np.int64), values
 
 
 def covering_pairs(batches: Iterable[pa.RecordBatch],
@@ -55,9 +82,12 @@ def covering_pairs(batches: Iterable[pa.RecordBatch],
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        scores = similarities(batch.column("passage").to_pylist(),
-                              batch.column("text").to_pylist())
-        mask = pa.array(scores > threshold)
+        passages, texts, row_pair = distinct_pairs(batch.column("passage"),
+                                                   batch.column("text"))
+        # rapidfuzz takes cutoffs in [0, 1]; clamping one outside changes no decision
+        cutoff = min(max(threshold, 0.0), 1.0)
+        covers = similarities(passages, texts, score_cutoff=cutoff) > threshold
+        mask = pa.array(covers[row_pair])
         kept.append(pa.table({
             "request_id": pc.filter(batch.column("request_id"), mask).cast(pa.string()),
             "passage_no": pc.filter(batch.column("passage_no"), mask).cast(pa.int64()),

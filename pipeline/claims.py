@@ -1,0 +1,193 @@
+"""The claims of each golden, fixed once per gold-set version: the denominator of claims recall
+(the `claims` route, pipeline/routes/claims.py) must not change between runs, so claims are
+stored in `golden_claims` the first time a golden needs them and never split again. They come
+from the gold file's `claims` when it gives them (source 'gold'), else from the golden's
+`reference`, split once by the judge with a second prompt sent through the judge's own client
+and retries (pipeline.judge.complete_json; source 'judge'). A person reviews them with
+`recallwatch claims export FILE` and corrects them with `claims import FILE` (JSON Lines of
+gold_id and claims; an imported golden's claims are replaced, source 'import'). Days scored
+with the old claims keep their scores until `recallwatch score` is run over them again."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.errors import RecallwatchError
+from pipeline.judge import JudgeConfig, complete_json
+from pipeline.warehouse import run_script, transaction
+
+SPLIT_PROMPT_VERSION = "v1"
+# The RAGAS claim decomposition ("break down each sentence into one or more fully understandable
+# statements"), asked for as a JSON list so the reply is checked, not parsed out of prose.
+SPLIT_PROMPTS: dict[str, str] = {
+    "en": ("Break the given answer down into claims: short, self-contained statements, each "
+           "fully understandable without the others (no pronouns that point to another "
+           "claim). Keep every fact of the answer and add none. Answer in JSON with the key "
+           '"claims": a list of strings, in the order the answer states them.'),
+    "de": ("Zerlege die gegebene Antwort in Aussagen: kurze, in sich verständliche Sätze, jeder "
+           "ohne die anderen verständlich (keine Pronomen, die auf eine andere Aussage "
+           "verweisen). Behalte jede Tatsache der Antwort und füge keine hinzu. Antworte in "
+           'JSON mit dem Schlüssel "claims": eine Liste von Zeichenketten, in der Reihenfolge '
+           "der Antwort."),
+    "fr": ("Décompose la réponse donnée en affirmations : des énoncés courts et autonomes, "
+           "chacun compréhensible sans les autres (pas de pronom renvoyant à une autre "
+           "affirmation). Garde chaque fait de la réponse et n'en ajoute aucun. Réponds en JSON "
+           'avec la clé "claims" : une liste de chaînes, dans l\'ordre de la réponse.'),
+}
+_ANSWER_LABEL = {"en": "Answer", "de": "Antwort", "fr": "Réponse"}
+
+SPLIT_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "reference_claims",
+        "strict": True,
+        "schema": {
+            "type": "object",
+            "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
+            "required": ["claims"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@dataclass
+class ClaimsFixed:
+    """What fix_claims did. claims maps each golden of the version with stored claims to them;
+    failed maps a golden whose reference the judge could not split to why (it is tried again by
+    the next run); skipped holds the goldens left unsplit because the budget ran out."""
+
+    claims: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    split: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    skipped: set[str] = field(default_factory=set)
+    calls: int = 0
+    tokens: int = 0
+
+
+def split_messages(config: JudgeConfig, reference: str) -> list[dict]:
+    """The instruction and the reference answer to split."""
+    return [{"role": "system", "content": SPLIT_PROMPTS[config.lang]},
+            {"role": "user", "content": f"{_ANSWER_LABEL[config.lang]}:\n{reference}"}]
+
+
+def split_reference(config: JudgeConfig, reference: str, *, client=None
+                    ) -> tuple[tuple[str, ...] | None, int, int, str | None]:
+    """The claims of one reference answer: (claims, tokens, calls, error). A reply that is not
+    JSON with a non-empty list of non-empty strings gives claims None and the error, never a
+    guess."""
+    content, tokens, calls, error = complete_json(
+        config, split_messages(config, reference), SPLIT_FORMAT, client=client)
+    if content is None:
+        return None, tokens, calls, error
+    try:
+        found = json.loads(content).get("claims")
+    except (json.JSONDecodeError, AttributeError):
+        found = None
+    if not isinstance(found, list) or not all(isinstance(c, str) for c in found):
+        return None, tokens, calls, 'the reply is not JSON with a "claims" list of strings'
+    claims = tuple(c.strip() for c in found if c.strip())
+    if not claims:
+        return None, tokens, calls, "the judge found no claims in the reference"
+    return claims, tokens, calls, None
+
+
+def stored_claims(con, gold_version: str) -> dict[str, tuple[str, ...]]:
+    return {gold_id: tuple(claims)
+            for gold_id, claims, _ in run_script(con, "claims_stored",
+                                                 {"gold_version": gold_version})}
+
+
+def fix_claims(con, config: JudgeConfig | None, gold_version: str, gold_ids: Sequence[str], *,
+               max_calls: int | None = None, dry_run: bool = False, client=None
+               ) -> ClaimsFixed:
+    """Make sure every golden of `gold_ids` that has claims or a reference has its claims
+    stored: the gold file's first (for the whole version, no call), then one judge call per
+    reference still unsplit, each stored in its own transaction as it arrives so a run stopped
+    midway keeps them. At most max_calls calls are started (None: no limit); a dry run calls
+    nothing and counts the references it would split as skipped. Without a judge (config None)
+    the references stay unsplit (skipped)."""
+    params = {"gold_version": gold_version}
+    with transaction(con):
+        run_script(con, "claims_from_gold", params)
+    fixed = ClaimsFixed()
+    todo = run_script(con, "claims_to_split", {**params, "gold_ids": sorted(set(gold_ids))})
+    for gold_id, reference in todo:
+        if config is None or dry_run or (max_calls is not None and fixed.calls >= max_calls):
+            fixed.skipped.add(gold_id)
+            continue
+        claims, tokens, calls, error = split_reference(config, reference, client=client)
+        fixed.calls += calls
+        fixed.tokens += tokens
+        if claims is None:
+            fixed.failed[gold_id] = error or "the judge gave no claims"
+            continue
+        replace_claims(con, gold_version, gold_id, claims, "judge")
+        fixed.split += 1
+    fixed.claims = stored_claims(con, gold_version)
+    return fixed
+
+
+def replace_claims(con, gold_version: str, gold_id: str, claims: Sequence[str],
+                   source: str) -> None:
+    with transaction(con):
+        run_script(con, "claims_replace", {"gold_version": gold_version, "gold_id": gold_id,
+                                           "claims": list(claims), "source": source})
+
+
+def export_claims(con, path: str | Path, gold_version: str) -> int:
+    """Write the stored claims of `gold_version` as JSON Lines ({"gold_id", "claims",
+    "source"} per golden) for a person to review; returns the goldens written."""
+    rows = run_script(con, "claims_stored", {"gold_version": gold_version})
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            for gold_id, claims, source in rows:
+                out.write(json.dumps({"gold_id": gold_id, "claims": list(claims),
+                                      "source": source}, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise RecallwatchError(f"cannot write {path} ({exc.strerror or exc}): choose a path in a "
+                               "writable directory.") from None
+    return len(rows)
+
+
+def import_claims(con, path: str | Path, gold_version: str) -> int:
+    """Replace the claims of every golden named in the JSON Lines file `path` (gold_id and a
+    non-empty list of claims per line), source 'import', all in one transaction; returns the
+    goldens replaced. A bad line or an unknown gold_id stops the import before anything
+    changes."""
+    known = {row[0] for row in con.execute(
+        "SELECT gold_id FROM goldens WHERE gold_version = $v", {"v": gold_version}).fetchall()}
+    wanted: dict[str, tuple[str, ...]] = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecallwatchError(f"cannot read claims file {path} ({exc}): give a UTF-8 JSON "
+                               "Lines file as written by `recallwatch claims export`.") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        claims = record.get("claims") if isinstance(record, dict) else None
+        gold_id = record.get("gold_id") if isinstance(record, dict) else None
+        if (not isinstance(gold_id, str) or not isinstance(claims, list)
+                or not all(isinstance(c, str) for c in claims)
+                or not [c for c in claims if c.strip()]):
+            raise RecallwatchError(
+                f"{path} line {number} must be JSON with a gold_id and a non-empty list of "
+                "claims (strings); fix it and import again (nothing was changed).")
+        if gold_id not in known:
+            raise RecallwatchError(
+                f"{path} line {number}: gold_id {gold_id!r} is not in gold set {gold_version}; "
+                "fix it and import again (nothing was changed).")
+        wanted[gold_id] = tuple(c.strip() for c in claims if c.strip())
+    with transaction(con):
+        for gold_id, claims in wanted.items():
+            run_script(con, "claims_replace", {"gold_version": gold_version, "gold_id": gold_id,
+                                               "claims": list(claims), "source": "import"})
+    return len(wanted)

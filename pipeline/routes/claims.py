@@ -1,0 +1,215 @@
+"""The `claims` route: RAGAS LLMContextRecall. An LLM judge attributes each claim of the golden's
+reference answer to the context a request served; recall = attributed claims / claims. The
+claims are fixed per gold-set version (pipeline/claims.py), so the denominator never changes
+between runs.
+
+Per window: SQL matches each request to its golden and gathers its served context, the texts
+of its distinct chunks within the served k in place order (logged `text`, else the manifest's,
+as the passages route reads them; sql/route_claims.sql). Claims still missing are fixed, then
+the judge gets one item per distinct (claims, context) through pipeline.judge.judge_many, whose
+warehouse cache makes a re-run over unchanged retrievals cost no calls. The judging happens
+before route_window is written, on a second cursor of the same connection: the window's
+scoring transaction stays open meanwhile, while each verdict and each split is committed on
+its own as it arrives, so a scoring that fails or is stopped keeps what the judge was paid
+for. Outcomes per request:
+
+- `scored`: the verdict is ok; needed = claims, covered = attributed claims.
+- empty served context with claims: a real 0, scored without a call.
+- `judge_failed`: the judge gave no usable verdict (or could not split the reference);
+  counted, shown, excluded from means, never 0. The next run judges it again.
+- `not_judged`: the run's budget (max_calls / max_tokens) ran out first, or no judge is
+  configured; same treatment, judged by a later `score` over the window.
+- `no_evidence` (from score_matched): no claims and no reference; no call.
+
+Cutoffs. The judge reads the served context whole, so the route measures recall at the served
+k only. An attributed claim is placed at k: recall@c for every cutoff c >= k is the measured
+value (a list shorter than c keeps its full value, as on every route); for c < k nothing is
+counted as covered, so recall@c below the served k reads 0 and is not a measurement — read the
+claims route at k (the report's default cutoff is the served k). Judging each shorter prefix
+would be more calls for a figure nobody asked for. No miss_causes are written: a claim has no
+chunk to look up.
+
+Budget: max_calls / max_tokens bound one scoring batch (one `score` call up to
+pipeline.score.BATCH_REQUESTS requests), splits first, then verdicts."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+
+from pipeline.claims import fix_claims
+from pipeline.errors import RecallwatchError
+from pipeline.judge import JudgeConfig, JudgeRun, judge_many, verdict_key
+from pipeline.warehouse import run_script, sql
+
+log = logging.getLogger(__name__)
+
+ROUTE_NAME = "claims"
+NO_JUDGE = ("claims route skipped: no judge is configured; set RECALLWATCH_JUDGE_MODEL and "
+            "OPENAI_API_KEY (and OPENAI_BASE_URL for an endpoint other than OpenAI's) or give "
+            "--judge-model.")
+
+_OUTCOMES = pa.schema([("request_id", pa.string()), ("status", pa.string()),
+                       ("claims", pa.list_(pa.string())), ("attributed", pa.list_(pa.bool_()))])
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def configured_judge(**overrides) -> JudgeConfig | None:
+    """The judge of the environment with `overrides` (None values ignored), or None when no
+    model is configured. A model given but a key missing is the user's error, raised."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return JudgeConfig.from_env(**given)
+    except RecallwatchError:
+        if "model" in given:
+            raise
+        return None
+
+
+@dataclass
+class JudgeTally:
+    """What the judge did for one batch of windows: references split, distinct (claims,
+    context) items, cached, judged now, failed, not judged; calls and tokens spent (estimated
+    in a dry run)."""
+
+    split: int = 0
+    split_failed: int = 0
+    distinct: int = 0
+    cached: int = 0
+    judged: int = 0
+    failed: int = 0
+    not_judged: int = 0
+    calls: int = 0
+    tokens: int = 0
+    dry_run: bool = False
+
+    def line(self) -> str:
+        verb = "would make" if self.dry_run else "made"
+        return (f"judge: {self.distinct} distinct claims/context item(s), {self.cached} cached, "
+                f"{self.judged} judged ({self.failed} failed), {self.not_judged} not judged; "
+                f"{self.split} reference(s) split ({self.split_failed} failed); {verb} "
+                f"{self.calls} call(s), {'~' if self.dry_run else ''}{self.tokens} tokens")
+
+
+def judge_window(con, judge: JudgeConfig | None, gold_version: str,
+                 rows: list[tuple[str, str, list[str]]], *, now: datetime,
+                 dry_run: bool = False) -> tuple[dict[str, tuple], JudgeTally]:
+    """The outcome of each scored request (request_id, gold_id, served contexts) as
+    request_id -> (status, claims, attributed), and the tally. Writes claims and verdicts on
+    `con` (each in its own transaction). A dry run writes only the gold file's claims and
+    estimates: one call per reference to split, one per distinct item to judge."""
+    tally = JudgeTally(dry_run=dry_run)
+    if judge is None:
+        return {rid: ("not_judged", None, None) for rid, _, _ in rows}, tally
+    fixed = fix_claims(con, judge, gold_version, [g for _, g, _ in rows if g is not None],
+                       max_calls=judge.max_calls, dry_run=dry_run)
+    tally.split, tally.split_failed = fixed.split, len(fixed.failed)
+    tally.calls, tally.tokens = fixed.calls, fixed.tokens
+    if dry_run:   # unsplit: one call to split, then one per distinct context (tokens unknown)
+        unsplit = len({(g, tuple(c)) for _, g, c in rows if g in fixed.skipped and c})
+        tally.calls += len(fixed.skipped) + unsplit
+        tally.distinct += unsplit
+    items = {}
+    for _, gold_id, contexts in rows:
+        claims = fixed.claims.get(gold_id)
+        if claims and contexts:
+            items.setdefault(verdict_key(judge, claims, contexts), (claims, tuple(contexts)))
+    remaining = dataclasses.replace(
+        judge,
+        max_calls=None if judge.max_calls is None else max(judge.max_calls - fixed.calls, 0),
+        max_tokens=None if judge.max_tokens is None else max(judge.max_tokens - fixed.tokens, 0))
+    run = (judge_many(con, remaining, list(items.values()), now=now, dry_run=dry_run)
+           if items else JudgeRun(dry_run=dry_run))
+    tally.distinct += run.distinct
+    tally.cached, tally.judged, tally.failed = run.cached, run.judged, run.failed
+    tally.calls += run.calls
+    tally.tokens += run.tokens
+    outcomes: dict[str, tuple] = {}
+    for request_id, gold_id, contexts in rows:
+        claims = fixed.claims.get(gold_id)
+        if claims is None:   # unsplit (failed or skipped), or only blank claims and no reference
+            status = ("judge_failed" if gold_id in fixed.failed else
+                      "not_judged" if gold_id in fixed.skipped else
+                      "no_evidence")
+            outcomes[request_id] = (status, None, None)
+        elif not contexts:   # nothing served with a text: a real 0, no call
+            outcomes[request_id] = ("scored", list(claims), [False] * len(claims))
+        else:
+            verdict = run.verdicts.get(verdict_key(judge, claims, contexts))
+            if verdict is None:
+                outcomes[request_id] = ("not_judged", list(claims), None)
+            elif verdict.status != "ok":
+                outcomes[request_id] = ("judge_failed", list(claims), None)
+            else:
+                outcomes[request_id] = ("scored", list(claims), list(verdict.attributed))
+    tally.not_judged = sum(1 for o in outcomes.values() if o[0] == "not_judged")
+    return outcomes, tally
+
+
+@dataclass(frozen=True)
+class ClaimsRoute:
+    """Register `ClaimsRoute(judge=..., report=print)` to score with a given judge (the CLI does,
+    with its --judge-model, --lang, --max-calls and --max-tokens); the built-in one reads the
+    judge from the environment when it scores. Without a judge every scored request of the
+    window is `not_judged` and `report` gets NO_JUDGE once."""
+
+    name: str = ROUTE_NAME
+    needs: tuple[str, ...] = ("claims", "reference")
+    judge: JudgeConfig | None = None
+    clock: Callable[[], datetime] = _utc_now
+    report: Callable[[str], None] | None = None
+
+    def score_window(self, con, params: dict) -> None:
+        rows = [(rid, gid, list(ctx)) for rid, gid, ctx in run_script(con, "route_claims", params)]
+        judge = self.judge if self.judge is not None else configured_judge()
+        say = self.report or log.warning
+        if judge is None and rows:
+            say(NO_JUDGE)
+        writer = con.cursor()   # its own transactions: verdicts outlive this window's
+        try:
+            outcomes, tally = judge_window(writer, judge, params["gold_version"], rows,
+                                           now=self.clock())
+        finally:
+            writer.close()
+        if judge is not None and rows and self.report is not None:
+            self.report(tally.line())
+        table = pa.table({
+            "request_id": list(outcomes),
+            "status": [o[0] for o in outcomes.values()],
+            "claims": [o[1] for o in outcomes.values()],
+            "attributed": [o[2] for o in outcomes.values()]}, schema=_OUTCOMES)
+        con.register("claim_outcomes", table)
+        try:
+            run_script(con, "route_claims_write", params)
+        finally:
+            con.unregister("claim_outcomes")
+
+
+def estimate(con, judge: JudgeConfig, params: dict) -> JudgeTally:
+    """What scoring [start, end) on the claims route would cost, without a call or a verdict
+    written (the gold file's claims are stored: that costs nothing and changes no score).
+    `params` as a route gets them (pipeline/routes); the score_matched macro must exist."""
+    rows = [(rid, gid, list(ctx)) for rid, gid, ctx in run_script(con, "route_claims", params)]
+    return judge_window(con, judge, params["gold_version"], rows, now=_utc_now(),
+                        dry_run=True)[1]
+
+
+def estimate_score(con, judge: JudgeConfig, gold_version: str, start: datetime | None = None,
+                   end: datetime | None = None) -> JudgeTally:
+    """The judge cost of scoring the claims route over [start, end) (every request when not
+    given), as `recallwatch score --dry-run` prints it; nothing is judged or scored."""
+    con.execute(sql("score_match"))
+    first, last = con.execute("SELECT min(timestamp), max(timestamp) FROM requests").fetchone()
+    if first is None:
+        return JudgeTally(dry_run=True)
+    params = {"start": start or first, "end": end or last + timedelta(microseconds=1),
+              "gold_version": gold_version, "needs": list(ClaimsRoute.needs)}
+    return estimate(con, judge, params)

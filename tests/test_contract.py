@@ -1,0 +1,245 @@
+"""The platform contract rag.context_recall (pipeline/contract.py) against the real
+OpenAI-compatible server on loopback (tests/judge_server.py): the worked example (3 of 4 claims
+is 0.75), the configuration schema's one-sentence errors, inverted and rescaled scores, empty
+context and empty reference without a call, a failing judge as judge_failed (never 0),
+multi-turn rows, calls in flight bounded by concurrency_limit, and the CLI round trip."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from judge_server import Fault, JudgeServer, words_judge  # noqa: E402
+
+from pipeline.contract import (  # noqa: E402
+    config_schema,
+    read_dataset,
+    score_rows,
+    validate_config,
+)
+from pipeline.errors import RecallwatchError  # noqa: E402
+from tests.conftest import write_jsonl  # noqa: E402
+
+SECRET = "sk-test-RECALLWATCH-contract-9d1f"
+REFERENCE = ("Urban branches need a minimum balance of 5000 rupees, and a fee of 50 rupees "
+             "applies below it; rural branches need 1000 rupees and semi-urban ones 2500.")
+CLAIMS = [
+    "The minimum balance for urban branches is 5000 rupees.",
+    "A fee of 50 rupees applies when the balance falls below the minimum.",
+    "The minimum balance for rural branches is 1000 rupees.",
+    "The minimum balance for semi-urban branches is 2500 rupees.",
+]
+CONTEXT = [
+    "Urban branches require a minimum balance of 5000 rupees.",
+    "A fee of 50 rupees applies when the balance falls below the minimum.",
+    "Opening an account needs KYC documents: an identity proof and an address proof.",
+    "Semi-urban branches require a minimum balance of 2500 rupees.",
+]
+
+
+def splitting(request) -> dict:
+    """The split prompt gets CLAIMS for REFERENCE (else one claim: the reference itself);
+    the judge prompt gets words_judge."""
+    if request.response_format["json_schema"]["name"] == "reference_claims":
+        answer = request.messages[-1]["content"].split("\n", 1)[1]
+        return {"claims": CLAIMS if answer == REFERENCE else [answer]}
+    return words_judge(request)
+
+
+def row(input_id="q-1", *, reference=REFERENCE, context=CONTEXT, prompt="Minimum balance?"):
+    return {"input_id": input_id, "prompt": prompt, "expected_output": reference,
+            "sut_response": "It depends on the branch.", "retrieved_context": context}
+
+
+@pytest.fixture
+def server(monkeypatch):
+    with JudgeServer(reply=splitting, api_key=SECRET) as running:
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_BASE_URL", running.url)
+        monkeypatch.setenv("RECALLWATCH_JUDGE_MODEL", "judge-model")
+        yield running
+
+
+def test_worked_example_three_of_four_claims_is_075(server):
+    [result] = score_rows([row()])
+    assert result["score"] == 0.75 and result["status"] == "ok"
+    assert result["claims"] == CLAIMS and result["attributed"] == [1, 1, 0, 1]
+    assert "rural" in result["reasons"][2]
+    assert (result["input_id"], result["metric_name"], result["weight"]) == \
+        ("q-1", "rag.context_recall", 1.0)
+    assert result["tokens"] > 0
+    assert server.calls == 2 and all(entry["authorized"] for entry in server.log)
+    assert server.log[0]["response_format"]["json_schema"]["name"] == "reference_claims"
+    assert server.log[1]["claims"] == CLAIMS and server.log[0]["model"] == "judge-model"
+
+
+@pytest.mark.parametrize(("config", "named"), [
+    ({"colour": "blue"}, "'colour'"),
+    ({"lang": "es"}, "'lang'"),
+    ({"concurrency_limit": 0}, "'concurrency_limit'"),
+    ({"concurrency_limit": "4"}, "'concurrency_limit'"),
+    ({"min": 1, "max": 1}, "'min'"),
+    ({"min": 2}, "'max'"),
+    ({"inverted": "yes"}, "'inverted'"),
+])
+def test_a_bad_config_is_one_sentence_naming_the_key_before_any_call(server, config, named):
+    with pytest.raises(RecallwatchError) as raised:
+        score_rows([row()], config)
+    message = str(raised.value)
+    assert named in message and "\n" not in message and message.endswith(".")
+    assert message.count(". ") == 0
+    assert server.calls == 0
+
+
+def test_the_schema_defaults_are_the_ones_used():
+    defaults = validate_config(None)
+    assert defaults == {"lang": "en", "concurrency_limit": 10,
+                        "metric_name": "rag.context_recall", "min": 0, "max": 1,
+                        "inverted": False, "weight": 1.0}
+    assert config_schema()["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    ({"inverted": True}, 0.25),
+    ({"min": 0, "max": 10}, 7.5),
+    ({"min": 0, "max": 10, "inverted": True}, 2.5),
+    ({"min": -1, "max": 1}, 0.5),
+])
+def test_scores_map_recall_onto_min_max_and_invert(server, config, expected):
+    [result] = score_rows([row()], {**config, "metric_name": "recall", "weight": 2})
+    assert result["score"] == pytest.approx(expected)
+    assert (result["metric_name"], result["weight"]) == ("recall", 2)
+
+
+@pytest.mark.parametrize("context", [[], "", None, ["  "]])
+def test_empty_context_is_a_real_zero_without_a_call(server, context):
+    [result] = score_rows([row(context=context)])
+    assert (result["score"], result["status"], result["tokens"]) == (0.0, "ok", 0)
+    assert server.calls == 0
+
+
+def test_empty_context_inverted_is_the_max(server):
+    [result] = score_rows([row(context=[])], {"inverted": True, "max": 5})
+    assert result["score"] == 5 and server.calls == 0
+
+
+@pytest.mark.parametrize("reference", ["", "   ", None, []])
+def test_empty_reference_is_no_evidence_without_a_call(server, reference):
+    [result] = score_rows([row(reference=reference)])
+    assert (result["score"], result["status"]) == (None, "no_evidence")
+    assert server.calls == 0
+
+
+def test_a_failing_judge_is_judge_failed_never_zero(server):
+    def reply(request):
+        if request.response_format["json_schema"]["name"] == "reference_claims":
+            return splitting(request)
+        return Fault("malformed")
+
+    server.reply = reply
+    ok_context = row("ok", context=[])
+    [failed, empty] = score_rows([row("bad"), ok_context])
+    assert (failed["score"], failed["status"]) == (None, "judge_failed")
+    assert failed["claims"] == CLAIMS and failed["attributed"] == []
+    assert "unusable twice" in failed["reasons"][0] and failed["tokens"] > 0
+    assert server.calls == 3   # one split, the verdict asked twice
+    assert (empty["score"], empty["status"]) == (0.0, "ok")
+
+
+def test_a_reference_the_judge_cannot_split_is_judge_failed(server):
+    server.reply = lambda request: {"claims": []}
+    [result] = score_rows([row()])
+    assert (result["score"], result["status"]) == (None, "judge_failed")
+    assert "no claims" in result["reasons"][0] and server.calls == 1
+
+
+def test_multi_turn_rows_use_the_last_turns_context(server):
+    prompts = ["Which documents do I need?", "And the minimum balance?"]
+    rows = [
+        row("last-has-it", prompt=prompts, context=[[CONTEXT[2]], CONTEXT]),
+        row("first-had-it", prompt=prompts, context=[CONTEXT, [CONTEXT[2]]]),
+        row("strings-per-turn", prompt=prompts, context=[CONTEXT[2], " ".join(CONTEXT)]),
+        row("reference-per-turn", prompt=prompts, context=[[], CONTEXT],
+            reference=["You need KYC documents.", REFERENCE]),
+        row("nothing-last", prompt=prompts, context=[CONTEXT, []]),
+    ]
+    scores = {r["input_id"]: r["score"] for r in score_rows(rows)}
+    assert scores == {"last-has-it": 0.75, "first-had-it": 0.0, "strings-per-turn": 0.75,
+                      "reference-per-turn": 0.75, "nothing-last": 0.0}
+
+
+def test_calls_in_flight_stay_within_concurrency_limit_and_shared_work_is_done_once(server):
+    server.latency = 0.05
+    rows = [row(f"q-{i}", reference=f"Branch {i} opens at nine.",
+                context=[f"Branch {i} opens at nine."]) for i in range(8)]
+    rows += [row("again-1"), row("again-2")]
+    results = score_rows(rows, {"concurrency_limit": 3})
+    assert server.max_in_flight == 3
+    assert server.calls == 2 * 8 + 2   # the repeated row is split and judged once
+    assert [r["score"] for r in results] == [1.0] * 8 + [0.75, 0.75]
+    assert results[-2]["tokens"] > 0 and results[-1]["tokens"] == 0
+
+
+def test_a_row_without_a_column_names_it(server):
+    bad = row()
+    del bad["retrieved_context"]
+    with pytest.raises(RecallwatchError, match="row 2 has no column 'retrieved_context'"):
+        score_rows([row(), bad])
+    assert server.calls == 0
+
+
+def test_csv_cells_holding_json_arrays_are_lists(tmp_path):
+    path = tmp_path / "data.csv"
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(row()))
+        writer.writeheader()
+        writer.writerow({**row(), "retrieved_context": json.dumps(CONTEXT)})
+    assert read_dataset(path) == [row()]
+
+
+def test_parquet_rows_keep_their_lists(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    turns = row(prompt=["a?", "b?"], context=[[CONTEXT[2]], CONTEXT])
+    pq.write_table(pa.Table.from_pylist([turns]), tmp_path / "data.parquet")
+    assert read_dataset(tmp_path / "data.parquet") == [turns]
+
+
+def test_the_config_model_overrides_the_environment(server):
+    score_rows([row()], {"model": "other-model"})
+    assert {entry["model"] for entry in server.log} == {"other-model"}
+
+
+def test_cli_round_trip_on_a_jsonl_file(server, run_cli, tmp_path):
+    data = write_jsonl(tmp_path / "data.jsonl",
+                       [row("q-1"), row("q-2", context=[]), row("q-3", reference="")])
+    out = tmp_path / "scores.jsonl"
+    code, stdout, err = run_cli("score-dataset", data, "--out", out,
+                                "--config", '{"max": 10, "lang": "en"}')
+    assert code == 0, err
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["input_id"], r["score"], r["status"]) for r in results] == [
+        ("q-1", 7.5, "ok"), ("q-2", 0.0, "ok"), ("q-3", None, "no_evidence")]
+    assert "3 row(s): ok 2, judge_failed 0, no_evidence 1" in stdout
+    assert SECRET not in stdout + err + out.read_text()
+
+
+def test_cli_errors_are_one_sentence(server, run_cli, tmp_path):
+    data = write_jsonl(tmp_path / "data.jsonl", [{"input_id": "q-1", "prompt": "p"}])
+    code, _, err = run_cli("score-dataset", data, "--out", tmp_path / "out.jsonl")
+    assert code == 2 and "no column 'expected_output'" in err
+    good = write_jsonl(tmp_path / "good.jsonl", [row()])
+    code, _, err = run_cli("score-dataset", good, "--out", tmp_path / "out.jsonl",
+                           "--config", '{"concurrency_limit": 0}')
+    assert code == 2 and "'concurrency_limit'" in err and err.count("\n") == 1
+    code, _, err = run_cli("score-dataset", good, "--out", tmp_path / "out.jsonl",
+                           "--config", "{lang: de}")
+    assert code == 2 and "--config is not valid JSON" in err
+    assert server.calls == 0 and not (tmp_path / "out.jsonl").exists()

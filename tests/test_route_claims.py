@@ -1,0 +1,303 @@
+"""The `claims` route (pipeline/routes/claims.py, pipeline/claims.py, sql/*claims*.sql) against a
+real OpenAI-compatible server on loopback (tests/judge_server.py): the RAGAS worked example,
+the warehouse cache (call counts come from the server's log), budgets and dry runs, judge
+failures kept out of the means, claims fixed once per gold version with export/import, and the
+API key kept out of every table and output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from judge_server import Fault, JudgeServer, words_judge  # noqa: E402
+
+from pipeline.aggregate import aggregate  # noqa: E402
+from pipeline.claims import export_claims, import_claims, stored_claims  # noqa: E402
+from pipeline.ingest import ingest_gold, ingest_logs  # noqa: E402
+from pipeline.judge import JudgeConfig  # noqa: E402
+from pipeline.routes import register  # noqa: E402
+from pipeline.routes.claims import ClaimsRoute  # noqa: E402
+from pipeline.score import score  # noqa: E402
+from tests.conftest import ALL_TABLES, request, write_jsonl  # noqa: E402
+
+SECRET = "sk-test-RECALLWATCH-claims-41c7e2"
+NOW = datetime(2026, 11, 2, 3, 0)
+
+CLAIMS = [
+    "The minimum balance for urban branches is 5000 rupees.",
+    "A fee of 50 rupees applies when the balance falls below the minimum.",
+    "The minimum balance for rural branches is 1000 rupees.",
+    "The minimum balance for semi-urban branches is 2500 rupees.",
+]
+CHUNKS = [
+    {"chunk_id": "urban", "text": "Urban branches require a minimum balance of 5000 rupees."},
+    {"chunk_id": "fee", "text": "A fee of 50 rupees applies when the balance falls below the "
+                                "minimum."},
+    {"chunk_id": "kyc", "text": "Opening an account needs KYC documents: an identity proof and "
+                                "an address proof."},
+    {"chunk_id": "semi", "text": "Semi-urban branches require a minimum balance of 2500 "
+                                 "rupees."},
+]
+REFERENCE = ("Urban branches need a minimum balance of 5000 rupees and rural ones 1000 rupees; "
+             "below it a fee of 50 rupees applies.")
+SPLIT = ["Urban branches require a minimum balance of 5000 rupees.",
+         "Rural branches need a minimum balance of 1000 rupees.",
+         "A fee of 50 rupees applies below the minimum balance."]
+
+
+def judge(server: JudgeServer, **overrides) -> JudgeConfig:
+    settings = {"model": "judge-model", "base_url": server.url, "api_key": SECRET,
+                "timeout": 2.0, "backoff": 0.01, "max_backoff": 0.05, "max_retries": 1,
+                **overrides}
+    return JudgeConfig(**settings)
+
+
+@pytest.fixture(autouse=True)
+def _built_in_claims_route():
+    """The CLI and use_judge register a claims route with a judge; the built-in one comes
+    back after each test."""
+    yield
+    register(ClaimsRoute())
+
+
+@pytest.fixture
+def use_judge():
+    """Register the claims route with a judge for one test."""
+    def use(config: JudgeConfig, **kwargs) -> None:
+        register(ClaimsRoute(judge=config, clock=lambda: NOW, **kwargs))
+
+    return use
+
+
+def splitting(request) -> dict:
+    """The server's reply: a split of the reference for the split prompt, else words_judge."""
+    if request.response_format["json_schema"]["name"] == "reference_claims":
+        return {"claims": SPLIT}
+    return words_judge(request)
+
+
+def load(con, tmp_path, goldens, records):
+    write_jsonl(tmp_path / "gold.jsonl", goldens)
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+
+
+def rows(con) -> dict[str, tuple]:
+    return {r[0]: r[1:] for r in con.execute(
+        "SELECT request_id, status, needed, covered, recall FROM request_scores "
+        "WHERE route = 'claims'").fetchall()}
+
+
+def example(con, tmp_path, *, n=1):
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "What is the minimum balance?",
+                          "claims": CLAIMS}],
+         [request(f"r-{i}", CHUNKS) for i in range(n)])
+
+
+def test_worked_example_three_of_four_claims_is_recall_075(con, tmp_path, use_judge):
+    example(con, tmp_path)
+    with JudgeServer(api_key=SECRET) as server:
+        use_judge(judge(server))
+        summary = score(con, routes=("ids", "claims"), cutoffs=(1, 4, 10))
+    assert server.calls == 1 and server.log[0]["claims"] == CLAIMS
+    assert rows(con) == {"r-0": ("scored", 4, 3, 0.75)}
+    assert summary.by_status["claims"] == {"scored": 1}
+    verdict = con.execute("SELECT attributed, reasons, status FROM judge_verdicts").fetchone()
+    assert verdict[0] == [True, True, False, True] and verdict[2] == "ok"
+    assert "rural" in verdict[1][2]
+    # recall at the served k (4) and above it; below it nothing is counted (documented)
+    at_k = dict(con.execute("SELECT k, recall FROM recall_at_k WHERE route = 'claims'")
+                .fetchall())
+    assert at_k == {1: 0.0, 4: 0.75, 10: 0.75}
+    assert stored_claims(con, "v1") == {"g-1": tuple(CLAIMS)}
+
+
+def test_a_second_score_over_the_same_windows_makes_no_call(con, tmp_path, use_judge):
+    example(con, tmp_path, n=3)
+    with JudgeServer() as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+        first = rows(con)
+        score(con, routes=("claims",))
+    assert server.calls == 1
+    assert rows(con) == first and {r[0] for r in first.values()} == {"scored"}
+
+
+def test_thousand_requests_over_fifty_goldens_make_one_call_per_distinct_context(
+        con, tmp_path, use_judge):
+    goldens = [{"gold_id": f"g-{g}", "question": f"question {g}?",
+                "claims": [f"Branch {g} opens at {g % 12 + 1} o'clock.",
+                           f"Branch {g} has a large garden."]}
+               for g in range(50)]
+    records = []
+    for i in range(1000):
+        g = i % 50
+        variant = (i // 50) % 2   # two context sets per golden, each repeated ten times
+        text = (f"Branch {g} opens at {g % 12 + 1} o'clock." if variant
+                else f"Branch {g} is closed on Sundays.")
+        records.append(request(f"r-{i}", [{"chunk_id": f"c-{g}-{variant}", "text": text}],
+                               gold_id=f"g-{g}"))
+    load(con, tmp_path, goldens, records)
+    with JudgeServer() as server:
+        use_judge(judge(server, concurrency=8))
+        score(con, routes=("claims",))
+    assert server.calls == 100
+    recalls = con.execute("SELECT recall, count(*) FROM request_scores WHERE route = 'claims' "
+                          "GROUP BY recall ORDER BY recall").fetchall()
+    assert recalls == [(0.0, 500), (0.5, 500)]
+
+
+def test_a_budget_stops_calls_and_a_rerun_makes_exactly_the_missing_ones(con, tmp_path,
+                                                                         use_judge):
+    goldens = [{"gold_id": f"g-{g}", "question": f"q {g}?", "claims": [f"Fact {g} holds."]}
+               for g in range(10)]
+    records = [request(f"r-{g}", [{"chunk_id": f"c-{g}", "text": f"Fact {g} holds."}],
+                       gold_id=f"g-{g}") for g in range(10)]
+    load(con, tmp_path, goldens, records)
+    with JudgeServer() as server:
+        use_judge(judge(server, max_calls=4, concurrency=1))
+        score(con, routes=("claims",))
+        statuses = [r[0] for r in rows(con).values()]
+        assert server.calls == 4
+        assert statuses.count("scored") == 4 and statuses.count("not_judged") == 6
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+    assert server.calls == 10
+    assert {r[0] for r in rows(con).values()} == {"scored"}
+
+
+def test_judge_failures_are_counted_and_excluded_from_the_means(con, tmp_path, use_judge):
+    goldens = [{"gold_id": "g-ok", "question": "ok?", "claims": ["Fact one holds."]},
+               {"gold_id": "g-bad", "question": "bad?", "claims": ["Fact two holds."]}]
+    records = [request("r-ok", [{"chunk_id": "c1", "text": "Fact one holds."}], gold_id="g-ok"),
+               request("r-bad", [{"chunk_id": "c2", "text": "Fact two holds."}],
+                       gold_id="g-bad")]
+    load(con, tmp_path, goldens, records)
+
+    def reply(req):
+        return Fault("500") if "two" in req.context else words_judge(req)
+
+    with JudgeServer(reply=reply) as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",), cutoffs=(1, 5))
+    assert rows(con) == {"r-ok": ("scored", 1, 1, 1.0),
+                         "r-bad": ("judge_failed", None, None, None)}
+    assert con.execute("SELECT status FROM judge_verdicts WHERE status = 'failed'").fetchall()
+    aggregate(con, routes=("claims",), cutoffs=(1, 5))
+    n, excluded, mean = con.execute(
+        "SELECT n, n_excluded, mean_recall FROM window_metrics WHERE route = 'claims' "
+        "AND slice = 'all' AND k = 5").fetchone()
+    assert (n, excluded, mean) == (1, 1, 1.0)
+
+
+def test_empty_retrieval_is_a_real_zero_and_no_reference_is_no_evidence(con, tmp_path,
+                                                                         use_judge):
+    goldens = [{"gold_id": "g-1", "question": "q1?", "claims": CLAIMS},
+               {"gold_id": "g-2", "question": "q2?", "gold_chunk_ids": ["c"]}]
+    load(con, tmp_path, goldens, [request("r-empty", [], gold_id="g-1"),
+                                  request("r-none", CHUNKS, gold_id="g-2")])
+    with JudgeServer() as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+    assert server.calls == 0
+    assert rows(con) == {"r-empty": ("scored", 4, 0, 0.0),
+                         "r-none": ("no_evidence", None, None, None)}
+
+
+def test_reference_is_split_once_stored_and_export_import_round_trip(con, tmp_path, use_judge):
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "q?", "reference": REFERENCE}],
+         [request("r-1", CHUNKS[:2]), request("r-2", CHUNKS[2:])])
+    with JudgeServer(reply=splitting) as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+        assert server.calls == 3   # one split, two distinct contexts
+        assert server.log[0]["response_format"]["json_schema"]["name"] == "reference_claims"
+        score(con, routes=("claims",))
+        assert server.calls == 3   # never split again, verdicts cached
+    assert con.execute("SELECT claim, source FROM golden_claims ORDER BY claim_no").fetchall() \
+        == [(c, "judge") for c in SPLIT]
+    assert rows(con)["r-1"] == ("scored", 3, 2, 2 / 3)
+
+    path = tmp_path / "claims.jsonl"
+    assert export_claims(con, path, "v1") == 1
+    record = json.loads(path.read_text())
+    assert record == {"gold_id": "g-1", "claims": SPLIT, "source": "judge"}
+    record["claims"] = SPLIT[:2]
+    path.write_text(json.dumps(record) + "\n")
+    assert import_claims(con, path, "v1") == 1
+    assert con.execute("SELECT list(claim ORDER BY claim_no), min(source) FROM golden_claims"
+                       ).fetchone() == (SPLIT[:2], "import")
+    export_claims(con, tmp_path / "again.jsonl", "v1")
+    assert json.loads((tmp_path / "again.jsonl").read_text())["claims"] == SPLIT[:2]
+
+
+def test_cli_dry_run_makes_no_call_and_prints_the_estimate(run_cli, tmp_path, monkeypatch):
+    write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
+                                           "claims": CLAIMS}])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", CHUNKS), request("r-2", CHUNKS[:1])])
+    assert run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")[0] == 0
+    assert run_cli("ingest", "logs", tmp_path / "logs.jsonl")[0] == 0
+    assert run_cli("config", "--routes", "ids,claims")[0] == 0
+    with JudgeServer(api_key=SECRET) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        code, out, err = run_cli("score", "--judge-model", "judge-model", "--dry-run")
+        assert code == 0, err
+        assert server.calls == 0
+        assert "dry run" in out and "would make 2 call(s)" in out
+        code, out, err = run_cli("score", "--judge-model", "judge-model", "--lang", "en")
+        assert code == 0, err
+        assert server.calls == 2 and "made 2 call(s)" in out
+        code, out2, err2 = run_cli("score", "--judge-model", "judge-model")
+        assert server.calls == 2 and "made 0 call(s)" in out2
+        code, out3, err3 = run_cli("claims", "export", tmp_path / "out.jsonl")
+        assert code == 0 and "1 golden" in out3
+        code, out4, err4 = run_cli("claims", "import", tmp_path / "out.jsonl")
+        assert code == 0 and "1 golden" in out4
+    from pipeline.warehouse import connect
+    with connect(tmp_path / "wh" / "recallwatch.duckdb") as wh:
+        for table in ALL_TABLES:
+            assert SECRET not in repr(wh.sql(f'SELECT * FROM "{table}"').fetchall())
+    assert all(SECRET not in text for text in (out, err, out2, err2, out3, err3, out4, err4))
+
+
+def test_cli_without_a_judge_skips_the_claims_route_with_one_line(run_cli, tmp_path,
+                                                                   monkeypatch):
+    for name in ("RECALLWATCH_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
+                                           "gold_chunk_ids": ["urban"], "claims": CLAIMS}])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", CHUNKS)])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    run_cli("config", "--routes", "ids,claims")
+    code, out, err = run_cli("score")
+    assert code == 0, err
+    assert "claims route skipped" in out + err and "RECALLWATCH_JUDGE_MODEL" in out + err
+    assert "route ids" in out and "route claims" not in out
+
+
+def test_cli_run_judges_the_claims_route_in_force(run_cli, tmp_path, monkeypatch):
+    write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
+                                           "gold_chunk_ids": ["urban"], "claims": CLAIMS}])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", CHUNKS)])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("config", "--routes", "ids,claims")
+    with JudgeServer() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        code, out, err = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--judge-model", "m",
+                                 "--max-calls", "5", "--out", tmp_path / "report")
+        assert code == 0, err
+        assert server.calls == 1 and "made 1 call(s)" in out
+    from pipeline.warehouse import connect
+    with connect(tmp_path / "wh" / "recallwatch.duckdb") as wh:
+        assert wh.sql("SELECT status, recall FROM request_scores WHERE route = 'claims'"
+                      ).fetchall() == [("scored", 0.75)]
