@@ -552,8 +552,6 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
                                   client=client, budget=budget)] = key
 
     error: BaseException | None = None
-    unwritten: list = []
-    written_at = time.monotonic()
     with ThreadPoolExecutor(max_workers=config.concurrency,
                             thread_name_prefix="judge") as pool:
         submit(pool)
@@ -568,7 +566,7 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
                     if verdict.status == "skipped":
                         run.skipped_budget += 1
                         continue
-                    unwritten.append((key, verdict, wanted[key][1]))
+                    _record(con, config, key, verdict, now, wanted[key][1])
                     run.verdicts[key] = verdict
                     run.judged += 1
                     run.failed += verdict.status == "failed"
@@ -581,14 +579,6 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
                     if error is None:
                         error = exc
                     stopping = True
-            # verdicts are stored as they arrive, a few at a time: one commit per batch keeps
-            # the writer from holding back the calls, and a stop loses at most one batch
-            if unwritten and (len(unwritten) >= WRITE_BATCH or not in_flight
-                              or time.monotonic() - written_at >= WRITE_EVERY_SECONDS):
-                _record_all(con, config, unwritten, now)
-                unwritten, written_at = [], time.monotonic()
-        if unwritten:
-            _record_all(con, config, unwritten, now)
     if error is not None:
         raise error
     if run.failed:
@@ -597,24 +587,14 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
     return run
 
 
-WRITE_BATCH = 50            # verdicts per commit at most
-WRITE_EVERY_SECONDS = 0.25  # and at least this often while calls come back
-
-
-def _record_all(con, config: JudgeConfig, batch: list, now: datetime) -> None:
-    """Store a batch of (key, verdict, contexts) in one transaction."""
+def _record(con, config: JudgeConfig, key: str, verdict: Verdict, now: datetime,
+            contexts: Sequence[str]) -> None:
     with transaction(con):
-        for key, verdict, contexts in batch:
-            _write(con, config, key, verdict, now, contexts)
-
-
-def _write(con, config: JudgeConfig, key: str, verdict: Verdict, now: datetime,
-           contexts: Sequence[str]) -> None:
-    run_script(con, "record_judge_verdict", {
-        "verdict_key": key, "model": config.model,
-        "prompt_version": config.prompt_version, "lang": config.lang,
-        "claims": list(verdict.claims),
-        "attributed": list(verdict.attributed) if verdict.attributed is not None else None,
-        "reasons": list(verdict.reasons) if verdict.reasons is not None else None,
-        "tokens": verdict.tokens, "calls": verdict.calls, "status": verdict.status,
-        "error": verdict.error, "created_at": now, "contexts": list(contexts)})
+        run_script(con, "record_judge_verdict", {
+            "verdict_key": key, "model": config.model,
+            "prompt_version": config.prompt_version, "lang": config.lang,
+            "claims": list(verdict.claims),
+            "attributed": list(verdict.attributed) if verdict.attributed is not None else None,
+            "reasons": list(verdict.reasons) if verdict.reasons is not None else None,
+            "tokens": verdict.tokens, "calls": verdict.calls, "status": verdict.status,
+            "error": verdict.error, "created_at": now, "contexts": list(contexts)})
