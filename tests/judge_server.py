@@ -42,6 +42,15 @@ class Fault:
 
 Reply = Callable[[ChatRequest], "dict | str | Fault"]
 
+# The worked example of the design (4 claims, the rural one not in the context), shared by the
+# judge, claims-route and contract tests.
+WORKED_CLAIMS = [
+    "The minimum balance for urban branches is 5000 rupees.",
+    "A fee of 50 rupees applies when the balance falls below the minimum.",
+    "The minimum balance for rural branches is 1000 rupees.",
+    "The minimum balance for semi-urban branches is 2500 rupees.",
+]
+
 _WORD = re.compile(r"\w+")
 
 

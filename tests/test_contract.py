@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from judge_server import Fault, JudgeServer, words_judge  # noqa: E402
+from judge_server import WORKED_CLAIMS, Fault, JudgeServer, words_judge  # noqa: E402
 
 from pipeline.contract import (  # noqa: E402
     config_schema,
@@ -29,12 +29,7 @@ from tests.conftest import write_jsonl  # noqa: E402
 SECRET = "sk-test-RECALLWATCH-contract-9d1f"
 REFERENCE = ("Urban branches need a minimum balance of 5000 rupees, and a fee of 50 rupees "
              "applies below it; rural branches need 1000 rupees and semi-urban ones 2500.")
-CLAIMS = [
-    "The minimum balance for urban branches is 5000 rupees.",
-    "A fee of 50 rupees applies when the balance falls below the minimum.",
-    "The minimum balance for rural branches is 1000 rupees.",
-    "The minimum balance for semi-urban branches is 2500 rupees.",
-]
+CLAIMS = WORKED_CLAIMS
 CONTEXT = [
     "Urban branches require a minimum balance of 5000 rupees.",
     "A fee of 50 rupees applies when the balance falls below the minimum.",

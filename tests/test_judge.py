@@ -15,7 +15,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from judge_server import Fault, JudgeServer, script, words_judge, wrong_claims  # noqa: E402
+from judge_server import (  # noqa: E402
+    WORKED_CLAIMS,
+    Fault,
+    JudgeServer,
+    script,
+    words_judge,
+    wrong_claims,
+)
 
 from pipeline.errors import RecallwatchError  # noqa: E402
 from pipeline.judge import (  # noqa: E402
@@ -30,12 +37,7 @@ from pipeline.judge import (  # noqa: E402
 SECRET = "sk-test-RECALLWATCH-5f3a9c0e7d"
 NOW = datetime(2026, 11, 2, 3, 0)
 
-CLAIMS = [
-    "The minimum balance for urban branches is 5000 rupees.",
-    "A fee of 50 rupees applies when the balance falls below the minimum.",
-    "The minimum balance for rural branches is 1000 rupees.",
-    "The minimum balance for semi-urban branches is 2500 rupees.",
-]
+CLAIMS = WORKED_CLAIMS
 CONTEXTS = [
     "Urban branches require a minimum balance of 5000 rupees.",
     "A fee of 50 rupees applies when the balance falls below the minimum.",

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from judge_server import Fault, JudgeServer, words_judge  # noqa: E402
+from judge_server import WORKED_CLAIMS, Fault, JudgeServer, words_judge  # noqa: E402
 
 from pipeline.aggregate import aggregate  # noqa: E402
 from pipeline.claims import export_claims, import_claims, stored_claims  # noqa: E402
@@ -29,12 +29,7 @@ from tests.conftest import ALL_TABLES, request, write_jsonl  # noqa: E402
 SECRET = "sk-test-RECALLWATCH-claims-41c7e2"
 NOW = datetime(2026, 11, 2, 3, 0)
 
-CLAIMS = [
-    "The minimum balance for urban branches is 5000 rupees.",
-    "A fee of 50 rupees applies when the balance falls below the minimum.",
-    "The minimum balance for rural branches is 1000 rupees.",
-    "The minimum balance for semi-urban branches is 2500 rupees.",
-]
+CLAIMS = WORKED_CLAIMS
 CHUNKS = [
     {"chunk_id": "urban", "text": "Urban branches require a minimum balance of 5000 rupees."},
     {"chunk_id": "fee", "text": "A fee of 50 rupees applies when the balance falls below the "
