@@ -43,7 +43,8 @@ def recallwatch_monitor():
     @task(pool=WRITER)
     def ingest(run: dict) -> dict:
         from pipeline import api
-        done = api.ingest_logs(WAREHOUSE, run["paths"]) if run["paths"] else None  # empty day
+        done = (api.ingest_logs(WAREHOUSE, run["paths"], start=run["start"], end=run["end"])
+                if run["paths"] else None)  # an empty day
         return {key: getattr(done, key, 0) for key in ("read", "loaded", "quarantined")}
 
     @task(pool=WRITER)

@@ -22,7 +22,9 @@ from pathlib import Path
 import duckdb
 
 from pipeline.errors import RecallwatchError
-from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES, LOG_SUFFIXES, expand_paths
+from pipeline.formats import is_parquet, native_file
+from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES, LOG_SUFFIXES
+from pipeline.sources import ReadOptions, deliveries, scheme
 from pipeline.warehouse import connect, queries, run_script, transaction
 
 # The stages of quality_checks: the log files before loading, the warehouse after it.
@@ -119,18 +121,20 @@ def _check_interval(start: datetime | None, end: datetime | None) -> None:
 
 def validate_files(paths: list[str], start: datetime, end: datetime, *,
                    checked_at: datetime | None = None,
-                   max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> QualityReport:
+                   max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                   options: ReadOptions | None = None) -> QualityReport:
     """Check the log files of [start, end) (JSONL[.gz] or Parquet; files, directories or
     globs, as ingest takes them) before they are loaded. No files is one warning, not a
     failure. A record is judged as logged: rules that only quarantine a record on ingest
     (an unknown field type, say) are not checked here."""
     _check_interval(start, end)
-    files = _log_files(paths)
+    options = options or ReadOptions(start=start, end=end)
+    files = _log_deliveries(paths, options)
     if not files:
         check = Check("log files", False, False, "0 files",
                       f"no log files for {interval_text(start, end)}: nothing to check or load")
         return QualityReport(start, end, (check,), FILES, checked_at)
-    frame = _records_frame(files, max_record_bytes)
+    frame = _records_frame(files, max_record_bytes, options)
     outcomes = _validate(frame, start, end)
     checks = [Check("log files", False, True, _plural(len(files), "file"),
                     f"{_plural(len(files), 'file')}, {_plural(len(frame), 'record')}")]
@@ -138,48 +142,49 @@ def validate_files(paths: list[str], start: datetime, end: datetime, *,
     return QualityReport(start, end, tuple(checks), FILES, checked_at)
 
 
-def _log_files(paths: list[str]) -> list[Path]:
-    """The files ingest would read. Directories holding no log file (an empty day partition)
-    are no files; a path that names nothing is an error, as it is for ingest."""
+def _log_deliveries(paths: list[str], options: ReadOptions):
+    """What ingest would read. Directories holding no log file (an empty day partition)
+    are nothing; a path that names nothing is an error, as it is for ingest."""
     if not paths:
         return []
-    dirs = [Path(p) for p in paths if Path(p).is_dir()]
+    dirs = [Path(p) for p in paths if scheme(p) is None and Path(p).is_dir()]
     if len(dirs) == len(paths) and not any(
             f.is_file() and f.name.lower().endswith(LOG_SUFFIXES)
             for d in dirs for f in d.rglob("*")):
         return []
-    return expand_paths(paths, LOG_SUFFIXES)
+    return deliveries(paths, LOG_SUFFIXES, options)
 
 
-def _records_frame(files: list[Path], max_record_bytes: int):
-    """One pandas row per record of the files (the columns of sql/quality_frame.sql), each
-    file staged and judged as ingest stages and judges it."""
+def _records_frame(found, max_record_bytes: int, options: ReadOptions):
+    """One pandas row per record of the deliveries (the columns of sql/quality_frame.sql),
+    each staged and judged as ingest stages and judges it."""
     from pipeline.ingest import fields
-    from pipeline.ingest.logs import stage_jsonl, stage_parquet
+    from pipeline.ingest.logs import stage_log_file
 
     with connect(":memory:") as con:
         run_script(con, "quality_frame")
-        for number, path in enumerate(files):
-            parquet = path.name.lower().endswith(".parquet")
-            name = f"{path.parent.name}/{path.name}"
-            try:
-                if parquet:
-                    stage_parquet(con, path)
-                else:
-                    stage_jsonl(con, path, max_record_bytes)
-            except duckdb.OutOfMemoryException:
-                raise  # not the file's fault
-            except (RecallwatchError, duckdb.Error):
-                # a file that cannot be read at all is one record that does not parse
-                con.execute(
-                    "INSERT INTO quality_records (file_no, line, place, parsed, problem) "
-                    "VALUES ($file_no, 0, $place, false, $problem)",
-                    {"file_no": number, "place": name,
-                     "problem": f"cannot be read as {'Parquet' if parquet else 'JSON Lines'}"})
-                continue
+        for number, delivery in enumerate(found):
+            name = "/".join(delivery.source.rstrip("/").split("/")[-2:])
+            with delivery.fetch() as fetched:
+                try:
+                    with native_file(fetched, options) as (path, line_column):
+                        stage_log_file(con, path, max_record_bytes, line_column=line_column,
+                                       shown_as=delivery.source)
+                        rows = bool(line_column) or is_parquet(path)
+                except duckdb.OutOfMemoryException:
+                    raise  # not the file's fault
+                except (RecallwatchError, duckdb.Error):
+                    # a file that cannot be read at all is one record that does not parse
+                    con.execute(
+                        "INSERT INTO quality_records (file_no, line, place, parsed, problem) "
+                        "VALUES ($file_no, 0, $place, false, $problem)",
+                        {"file_no": number, "place": name,
+                         "problem": "cannot be read as "
+                                    + ("Parquet" if is_parquet(fetched) else "JSON Lines")})
+                    continue
             run_script(con, "validate_logs", fields.validate_parameters())
             run_script(con, "quality_records", {
-                "file_no": number, "place": f"{name} {'row' if parquet else 'line'}"})
+                "file_no": number, "place": f"{name} {'row' if rows else 'line'}"})
         return con.sql(queries("quality_checks")["records_frame"]).df()
 
 
@@ -449,7 +454,7 @@ def check_loaded(con, start: datetime, end: datetime, *, paths: list[str] | None
     ((requests, looked_up, matched, unmatched),) = con.execute(
         named["golden_matches"], window).fetchall()
     if paths:
-        sources = [str(p) for p in _log_files(paths)]
+        sources = [d.source for d in _log_deliveries(paths, ReadOptions(start=start, end=end))]
     else:
         partitions = [f"dt={day:%Y-%m-%d}" for day in days_of(start, end)]
         sources = [row[0] for row in con.execute(

@@ -17,6 +17,7 @@ from pipeline.errors import RecallwatchError
 from pipeline.ingest import IngestSummary, ingest_gold, ingest_index, ingest_logs
 from pipeline.progress import Progress
 from pipeline.score import score
+from pipeline.sources import ReadOptions
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,13 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
         cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
         report_dir: Path | None = None, progress: Progress | None = None,
-        alert_channels: list | None = None, now: datetime | None = None) -> RunSummary:
+        alert_channels: list | None = None, now: datetime | None = None,
+        read: ReadOptions | None = None) -> RunSummary:
     """Bring the warehouse up to date and return what was done.
 
     Loads `gold` as `gold_version` (both or neither) and each (path, version) of `index`, then
-    the `logs` (files, directories, globs). `cutoffs` and `pass_mark`, when given, are put in
+    the `logs` (files, directories, globs, s3:// prefixes, postgresql:// tables), read as
+    `read` says (pipeline/sources). `cutoffs` and `pass_mark`, when given, are put in
     force first: every day built with others becomes stale. Scores with `gold_version`, else
     the newest loaded gold set. Then rescores exactly the stale days (pipeline.state: new or
     changed requests, another gold set, other cutoffs or manifests, part-scored days),
@@ -51,7 +54,7 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         ingest_gold(con, gold, gold_version)
     for path, version in index or []:
         ingest_index(con, path, version)
-    summary = ingest_logs(con, logs, progress=progress) if logs else None
+    summary = ingest_logs(con, logs, progress=progress, options=read) if logs else None
     # everything is checked before anything is put in force
     config = resolve(con, cutoffs=cutoffs, pass_mark=pass_mark, gold_version=gold_version)
     has_requests = bool(con.execute("SELECT 1 FROM requests LIMIT 1").fetchall())

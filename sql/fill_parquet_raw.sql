@@ -1,13 +1,18 @@
 -- fill_parquet_raw: give quarantined Parquet rows their record as JSON, read back from the file
 -- (only for the quarantined rows, so a clean file costs nothing). Parameters: $source, $path,
--- $raw_limit (characters of a bad record kept).
+-- $raw_limit (characters of a bad record kept), $line_column (true: a file converted from
+-- another format, whose column `line` holds each record's line in its input; false: the line
+-- is the row).
 
 UPDATE quarantine
 SET raw = left(p.raw, $raw_limit)
 FROM (
-    SELECT file_row_number + 1 AS line, to_json(t)::VARCHAR AS raw
-    FROM read_parquet($path, file_row_number = true) t
-    WHERE file_row_number + 1 IN (
+    SELECT line, to_json(t)::VARCHAR AS raw
+    FROM (SELECT CASE WHEN $line_column THEN (to_json(r) ->> 'line')::BIGINT
+                      ELSE file_row_number + 1 END AS line,
+                 r AS t
+          FROM read_parquet($path, file_row_number = true) r)
+    WHERE line IN (
         SELECT line FROM quarantine WHERE kind = 'logs' AND source = $source AND raw IS NULL)
 ) p
 WHERE quarantine.kind = 'logs' AND quarantine.source = $source AND quarantine.line = p.line;

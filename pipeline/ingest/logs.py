@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from pipeline import state
 from pipeline.errors import RecallwatchError
+from pipeline.formats import is_parquet, native_file
 from pipeline.ingest import fields
 from pipeline.ingest.files import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -23,8 +24,6 @@ from pipeline.ingest.files import (
     FileResult,
     IngestSummary,
     count_quarantined,
-    expand_paths,
-    file_hash,
     previous_ingest,
     read_json_lines,
     record_file,
@@ -32,6 +31,7 @@ from pipeline.ingest.files import (
     unreadable,
 )
 from pipeline.progress import Progress
+from pipeline.sources import Delivery, ReadOptions, deliveries
 from pipeline.warehouse import quote_identifier, run_script, transaction
 
 # Lines handed to DuckDB at a time: large enough to amortise each insert, small enough to keep
@@ -40,63 +40,89 @@ _BATCH_LINES = 50_000
 
 
 def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-                progress: Progress | None = None) -> IngestSummary:
-    """Load request logs (JSONL[.gz] or Parquet; files, directories, globs)."""
-    files = expand_paths(paths, LOG_SUFFIXES)
-    results: dict[Path, FileResult] = {}
-    queue, read_again = list(files), set()
+                progress: Progress | None = None,
+                options: ReadOptions | None = None) -> IngestSummary:
+    """Load request logs from the given sources (local JSONL[.gz]/Parquet files, directories,
+    globs; s3:// prefixes; postgresql:// tables: pipeline/sources), in any known format
+    (pipeline/formats), one delivery per transaction."""
+    options = options or ReadOptions()
+    found = deliveries(paths, LOG_SUFFIXES, options)
+    by_source = {d.source: d for d in found}
+    results: dict[str, FileResult] = {}
+    queue, read_again = [d.source for d in found], set()
     while queue:
-        path = queue.pop(0)
+        source = queue.pop(0)
         if progress:
-            progress(f"ingest {path.parent.name}/{path.name}", len(results), len(files))
-        results[path], rejudge = _ingest_log_file(con, path, max_record_bytes)
-        # a file whose copies were quarantined as conflicting with requests this file no
+            progress(f"ingest {_short(source)}", len(results), len(found))
+        results[source], rejudge = _ingest_log_delivery(con, by_source[source],
+                                                        max_record_bytes, options)
+        # a delivery whose copies were quarantined as conflicting with requests this one no
         # longer delivers is read again (already read in this call: now, once; else when it
         # comes up or on its next ingest)
-        again = [p for p in files if str(p) in rejudge and p in results and p not in read_again]
+        again = [s for s in by_source if s in rejudge and s in results and s not in read_again]
         read_again.update(again)
         queue += again
     if progress:
-        progress("ingest", len(files), len(files))
-    return IngestSummary(tuple(results[path] for path in files))
+        progress("ingest", len(found), len(found))
+    return IngestSummary(tuple(results[d.source] for d in found))
 
 
-def _ingest_log_file(con, path: Path, max_record_bytes: int) -> tuple[FileResult, set[str]]:
-    """Load one log file in one transaction; returns its result and the other files whose
+def _short(source: str) -> str:
+    """The last two parts of a source's name, for progress lines."""
+    return "/".join(source.rstrip("/").split("/")[-2:])
+
+
+def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int,
+                         options: ReadOptions) -> tuple[FileResult, set[str]]:
+    """Load one delivery in one transaction; returns its result and the other deliveries whose
     quarantined conflicting copies must be judged again."""
-    source = str(path)
-    digest = file_hash(path)
-    # the size limit changes which lines load, so a new limit re-reads the file
-    options = f"max_record_bytes={max_record_bytes}"
+    source = delivery.source
+    digest = delivery.digest()
+    # the size limit and the format change which records load, so a change re-reads it
+    options_text = f"max_record_bytes={max_record_bytes}"
+    if options.fmt or options.columns:
+        options_text += ";" + options.fingerprint()
     previous = previous_ingest(con, "logs", source, None)
-    skipped = unchanged(previous, source, digest, options)
+    skipped = unchanged(previous, source, digest, options_text)
     if skipped:
         return skipped, set()
-    is_parquet = path.name.lower().endswith(".parquet")
     params = {"source": source, "kind": "logs", "version": None, "raw_limit": RAW_LIMIT}
-    with transaction(con):
-        # the days this file delivered requests to, before and after, are scored anew
-        days = state.source_days(con, source) if previous else []
-        if previous:
-            run_script(con, "rejudge_candidates", params)
-            run_script(con, "forget_source", params)
-        try:
-            n_read = stage_parquet(con, path) if is_parquet else stage_jsonl(
-                con, path, max_record_bytes)
-        except duckdb.OutOfMemoryException:
-            raise  # not the file's fault: the CLI names the memory setting
-        except duckdb.Error as exc:
-            raise unreadable(path, exc) from None
-        run_script(con, "validate_logs", fields.validate_parameters())
-        ((n_loaded,),) = run_script(con, "load_logs", params)
-        if is_parquet:
-            run_script(con, "fill_parquet_raw", {**params, "path": source})
-        n_quarantined = count_quarantined(con, "logs", source, None)
-        rejudge = ({row[0] for row in run_script(con, "rejudge_conflicts")} if previous
-                   else set())
-        state.invalidate(con, "ingest", days + state.source_days(con, source))
-        return record_file(con, "logs", source, None, digest, options, n_read, n_loaded,
-                           n_quarantined), rejudge
+    with delivery.fetch() as fetched, native_file(fetched, options) as (path, line_column):
+        with transaction(con):
+            # the days this delivery brought requests to, before and after, are scored anew
+            days = state.source_days(con, source) if previous else []
+            if previous:
+                run_script(con, "rejudge_candidates", params)
+                run_script(con, "forget_source", params)
+            n_read = stage_log_file(con, path, max_record_bytes, line_column=line_column,
+                                    shown_as=source)
+            run_script(con, "validate_logs", fields.validate_parameters())
+            ((n_loaded,),) = run_script(con, "load_logs", params)
+            if line_column or is_parquet(path):
+                run_script(con, "fill_parquet_raw", {**params, "path": str(path),
+                                                     "line_column": bool(line_column)})
+            n_quarantined = count_quarantined(con, "logs", source, None)
+            rejudge = ({row[0] for row in run_script(con, "rejudge_conflicts")} if previous
+                       else set())
+            state.invalidate(con, "ingest", days + state.source_days(con, source))
+            return record_file(con, "logs", source, None, digest, options_text, n_read,
+                               n_loaded, n_quarantined), rejudge
+
+
+def stage_log_file(con, path: Path, max_record_bytes: int, *, line_column: str | None = None,
+                   shown_as: str | None = None) -> int:
+    """Stage one local log file in the native format into stage_requests / stage_rejects and
+    return how many records it holds. `line_column`: a Parquet column holding each record's
+    line in the input it was converted from. A file DuckDB cannot read is the file's problem,
+    named as `shown_as` (the source the user gave); running out of memory is not."""
+    try:
+        if line_column or is_parquet(path):
+            return stage_parquet(con, path, line_column=line_column)
+        return stage_jsonl(con, path, max_record_bytes)
+    except duckdb.OutOfMemoryException:
+        raise  # not the file's fault: the CLI names the memory setting
+    except duckdb.Error as exc:
+        raise unreadable(shown_as or path, exc) from None
 
 
 def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
@@ -154,15 +180,17 @@ def _item_struct(arrow_type: pa.DataType | None, depth: int) -> pa.StructType | 
     return arrow_type if pa.types.is_struct(arrow_type) else None
 
 
-def stage_parquet(con, path: Path) -> int:
+def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
     """Stage a Parquet log file into stage_requests, the shape stage_logs_jsonl.sql gives
     JSONL. Columns are looked up in the file's schema, so a missing optional column reads as
-    NULL and a column of the wrong type is a per-record reason, not a crash."""
+    NULL and a column of the wrong type is a per-record reason, not a crash. A record's line
+    is its row, or the value of `line_column` (a file converted from another format)."""
     try:
         schema = pq.read_schema(path)
     except Exception as exc:  # pyarrow raises several types for a broken file
         raise RecallwatchError(f"{path}: not a readable Parquet file ({exc}).") from None
-    types = {f.name: f.type for f in schema if not pa.types.is_null(f.type)}
+    types = {f.name: f.type for f in schema
+             if not pa.types.is_null(f.type) and f.name != line_column}
     q = quote_identifier
     bind = fields.BoundValues()
     logged, type_error = fields.parquet_request(types, bind)
@@ -194,7 +222,7 @@ def stage_parquet(con, path: Path) -> int:
     else:
         n_steps = "1"
     selects = [
-        "file_row_number + 1 AS line",
+        f"{q(line_column)}::BIGINT AS line" if line_column else "file_row_number + 1 AS line",
         "NULL::VARCHAR AS raw",   # filled for quarantined rows only, by fill_parquet_raw.sql
         f"{type_error} AS type_error",
         f"{logged} AS logged",

@@ -1,0 +1,158 @@
+"""Log formats: recallwatch's own records (`native`, the data contract's JSONL/Parquet) and the
+formats RAG teams already export, each turned into the native shape before validation, so a
+record gets the same checks, quarantine and scores whatever format it came in.
+
+A format other than native is one module that registers a `Format`: how to recognise a file by
+its columns (Parquet) or its first records' keys (JSON), the columns it expects (named in the
+error for a file that matches no format), and `to_native(path, out, options)`, which writes the
+file's requests to `out` as a native Parquet file with one more column, `line`: the line (JSON)
+or row (Parquet) of the input that the request came from, 1-based, so that quarantine points
+at the input. `--format` chooses a format explicitly; otherwise the first that recognises the
+file is used, native first."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from pipeline.errors import RecallwatchError
+
+NATIVE = "native"
+LINE_COLUMN = "line"
+# The first JSON records read to recognise a file's format.
+SNIFF_RECORDS = 100
+SNIFF_BYTES = 8 * 1024 * 1024
+# A file holding any of these fields is in the native format (its records are judged one by
+# one, so a file of broken native records is quarantined record by record, not refused).
+NATIVE_KEYS = frozenset({"request_id", "retrieved", "retrieval_steps"})
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    expects: str                                  # e.g. "user_input, retrieved_context_ids"
+    recognises: Callable[[frozenset[str]], bool]  # by the file's column / key names
+    to_native: Callable[[Path, Path, object], None]
+
+
+_FORMATS: dict[str, Format] = {}
+
+
+def register(fmt: Format) -> Format:
+    _FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def known_formats() -> tuple[str, ...]:
+    _register_built_in()
+    return (NATIVE, *_FORMATS)
+
+
+def is_parquet(path: Path) -> bool:
+    return path.name.lower().endswith(".parquet")
+
+
+def column_names(path: Path) -> tuple[frozenset[str], bool]:
+    """The column names of a Parquet file, or the keys of the first JSON records of a JSON
+    Lines file (a whole-document `.json` file: its top-level keys); and whether any record
+    could be read at all."""
+    if is_parquet(path):
+        try:
+            return frozenset(pq.read_schema(path).names), True
+        except Exception:  # a broken file: staging names the problem
+            return frozenset(), False
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    keys: set[str] = set()
+    parsed = False
+    try:
+        with opener(path, "rb") as fh:
+            for _ in range(SNIFF_RECORDS):
+                line = fh.readline(SNIFF_BYTES)
+                if not line:
+                    break
+                try:
+                    record = json.loads(line.decode("utf-8-sig"))
+                except ValueError:
+                    continue
+                if isinstance(record, dict):
+                    parsed = True
+                    keys.update(record)
+            if not parsed and path.name.lower().endswith(".json"):
+                # one (pretty-printed) document rather than one record a line
+                fh.seek(0)
+                head = fh.read(SNIFF_BYTES + 1)
+                if len(head) <= SNIFF_BYTES:
+                    try:
+                        doc = json.loads(head.decode("utf-8-sig"))
+                    except ValueError:
+                        doc = None
+                    if isinstance(doc, dict):
+                        return frozenset(doc), True
+    except (OSError, EOFError, UnicodeDecodeError):
+        return frozenset(), False
+    return frozenset(keys), parsed
+
+
+def detect(path: Path) -> str:
+    """The format of a log file, from its columns. A file none recognises is refused with the
+    columns each format expects; a file with no readable record is native (its lines are
+    quarantined one by one)."""
+    _register_built_in()
+    names, parsed = column_names(path)
+    if not parsed or names & NATIVE_KEYS:
+        return NATIVE
+    for fmt in _FORMATS.values():
+        if fmt.recognises(names):
+            return fmt.name
+    expected = [f"{NATIVE} (request_id, timestamp, retrieved or retrieval_steps)"]
+    expected += [f"{f.name} ({f.expects})" for f in _FORMATS.values()]
+    shown = ", ".join(sorted(names)[:12]) + (", ..." if len(names) > 12 else "")
+    raise RecallwatchError(
+        f"{path}: matches no known log format (its columns: {shown}); expected one of: "
+        f"{'; '.join(expected)}. Give --format to choose one.")
+
+
+def get_format(name: str) -> Format | None:
+    """The registered format by name (None for native); an unknown name is one error."""
+    _register_built_in()
+    if name == NATIVE:
+        return None
+    if name not in _FORMATS:
+        raise RecallwatchError(
+            f"unknown format {name!r}; choose one of {', '.join(known_formats())}.")
+    return _FORMATS[name]
+
+
+def _register_built_in() -> None:
+    """Formats register themselves when their module is imported; import the built-in ones."""
+    import importlib
+
+    for module in _BUILT_IN:
+        importlib.import_module(module)
+
+
+# Modules under pipeline/formats/ that register a Format when imported.
+_BUILT_IN: tuple[str, ...] = ()
+
+
+@contextmanager
+def native_file(path: Path, options) -> Iterator[tuple[Path, str | None]]:
+    """A fetched log file in the native format, for as long as the block runs: the file itself
+    (line numbers are its own), or its requests converted to a temporary native Parquet file
+    whose `line` column holds each request's line in `path`. `options` is the source's
+    pipeline.sources.ReadOptions (its `fmt` chooses; None detects)."""
+    fmt = get_format(options.fmt or detect(path))
+    if fmt is None:
+        yield path, None
+        return
+    with tempfile.TemporaryDirectory(prefix="recallwatch-format-") as scratch:
+        out = Path(scratch) / "native.parquet"
+        fmt.to_native(path, out, options)
+        yield out, LINE_COLUMN
