@@ -45,17 +45,24 @@ def instant(value: When, what: str = "time") -> datetime | None:
 
 
 def ingest_logs(warehouse: Warehouse, paths: list[str], *, max_record_bytes: int | None = None,
-                progress: Progress | None = None):
-    """Load request logs (JSONL[.gz] / Parquet files, directories, globs), each file in one
-    transaction: a changed file replaces the requests it loaded (and marks their days stale),
-    an unchanged one is skipped, so ingesting twice changes nothing. Returns an
-    IngestSummary. See pipeline.ingest.logs."""
+                progress: Progress | None = None, start: When = None, end: When = None,
+                fmt: str | None = None, table: str | None = None, columns: str | None = None):
+    """Load request logs (JSONL[.gz] / Parquet files, directories, globs; s3:// prefixes;
+    postgresql:// tables with `table`: pipeline/sources; in the native format or one `fmt`
+    names or detection finds: pipeline/formats), each delivery in one transaction: a changed
+    one replaces the requests it loaded (and marks their days stale), an unchanged one is
+    skipped, so ingesting twice changes nothing. [start, end), when given, limits what
+    sources that can choose read (S3 partitions, a table's rows). Returns an IngestSummary.
+    See pipeline.ingest.logs."""
     from pipeline.ingest import DEFAULT_MAX_RECORD_BYTES
     from pipeline.ingest import ingest_logs as load
+    from pipeline.sources import read_options
 
+    options = read_options(fmt=fmt, table=table, columns=columns,
+                           start=instant(start, "--start"), end=instant(end, "--end"))
     with connect(warehouse) as con:
         return load(con, paths, max_record_bytes=max_record_bytes or DEFAULT_MAX_RECORD_BYTES,
-                    progress=progress)
+                    progress=progress, options=options)
 
 
 def ingest_gold(warehouse: Warehouse, path: str, version: str):
@@ -181,22 +188,45 @@ def report(warehouse: Warehouse, out_dir: str | os.PathLike, *, k: int | None = 
                             gold_version=gold_version)
 
 
+def metrics(warehouse: Warehouse, *, fmt: str = "prometheus", grain: str = "day",
+            gold_version: str | None = None, out: str | os.PathLike | None = None):
+    """The latest window of every slice x route x k of `grain` (and gold version, default the
+    newest loaded) in the Prometheus text exposition format `fmt` (prometheus or openmetrics),
+    read from the warehouse opened read-only; written atomically to `out` when given. Returns
+    the LatestWindows and the exposition bytes. See pipeline.metrics."""
+    from pipeline.metrics import exposition, latest_windows, write_atomically
+
+    with connect(warehouse, read_only=True) as con:
+        latest = latest_windows(con, grain=grain, gold_version=gold_version)
+    text = exposition(latest, fmt)
+    if out is not None:
+        write_atomically(out, text)
+    return latest, text
+
+
 def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None = None,
         gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
         cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
         report_dir: str | os.PathLike | None = None, progress: Progress | None = None,
-        alert_channels: list | None = None, now: datetime | None = None):
+        alert_channels: list | None = None, now: datetime | None = None,
+        start: When = None, end: When = None, fmt: str | None = None,
+        table: str | None = None, columns: str | None = None):
     """Catch up: ingest, rescore exactly the stale days, re-aggregate the stale windows, judge
     drift, write the report and send the alerts due on `alert_channels` (see
-    pipeline.run.run); a second run over the same inputs changes nothing. Returns a
+    pipeline.run.run); a second run over the same inputs changes nothing. `start`, `end`,
+    `fmt`, `table` and `columns` say how to read `logs`, as for ingest_logs. Returns a
     RunSummary."""
     from pipeline.run import run as catch_up
+    from pipeline.sources import read_options
 
+    options = read_options(fmt=fmt, table=table, columns=columns,
+                           start=instant(start, "--start"), end=instant(end, "--end"))
     with connect(warehouse) as con:
         return catch_up(con, logs=logs, gold=gold, gold_version=gold_version, index=index,
                         cutoffs=cutoffs, pass_mark=pass_mark,
                         report_dir=Path(report_dir) if report_dir is not None else None,
-                        progress=progress, alert_channels=alert_channels, now=now)
+                        progress=progress, alert_channels=alert_channels, now=now,
+                        read=options)
 
 
 # ------------------------------------------------------------- scheduled runs (one interval)
@@ -205,16 +235,21 @@ def logs_for_interval(source: str | os.PathLike, start: When, end: When) -> list
     """The log files of the UTC days that [start, end) touches, under `source`: a directory
     laid out in hive partitions (its `dt=YYYY-MM-DD/` folders of those days), or a path
     template with `{date}` (each day's ISO date, e.g. `/logs/{date}/*.jsonl`; globs allowed).
+    An s3:// or postgresql:// source is returned as it is: given the interval, it reads only
+    that interval's partitions or rows (pipeline/sources).
     Only what exists is returned, in day order; a day without logs is no error (an empty day
     is still a day whose windows are rebuilt)."""
     from glob import glob
 
+    from pipeline.sources import scheme
     from pipeline.state import days_of
 
     first, last = instant(start, "--start"), instant(end, "--end")
     if first is None or last is None or last <= first:
         raise RecallwatchError(f"the interval [{start}, {end}) is empty or open-ended.")
     text = os.fspath(source)
+    if scheme(text):   # s3://, postgresql://: the source itself reads only the interval
+        return [text]
     if "{date}" not in text and not Path(text).is_dir():
         raise RecallwatchError(f"log source {text} is not a directory; give a directory of "
                                "dt=YYYY-MM-DD/ partitions or a path template with {date}.")
@@ -227,15 +262,19 @@ def logs_for_interval(source: str | os.PathLike, start: When, end: When) -> list
     return found
 
 
-def check_logs(warehouse: Warehouse, paths: list[str], start: When, end: When) -> dict:
+def check_logs(warehouse: Warehouse, paths: list[str], start: When, end: When, *,
+               fmt: str | None = None, table: str | None = None,
+               columns: str | None = None) -> dict:
     """The data-quality gate of one interval (pipeline.quality): validate the interval's log
     files before anything is loaded, record the results in `quality_checks`, and raise
     QualityGateFailed (a RecallwatchError with a one-line reason) on a blocking failure.
     Returns the checks as plain values."""
     from pipeline import quality
+    from pipeline.sources import read_options
 
     first, last = instant(start, "--start"), instant(end, "--end")
-    result = quality.validate_files(paths, first, last)
+    options = read_options(fmt=fmt, table=table, columns=columns, start=first, end=last)
+    result = quality.validate_files(paths, first, last, options=options)
     with connect(warehouse) as con:
         quality.record(con, result)
     quality.gate(result)

@@ -111,7 +111,8 @@ def cmd_ingest_logs(args) -> None:
 
     with _progress() as progress:
         summary = api.ingest_logs(args.warehouse, args.paths,
-                                  max_record_bytes=args.max_record_bytes, progress=progress)
+                                  max_record_bytes=args.max_record_bytes, progress=progress,
+                                  start=args.start, end=args.end, **_source_options(args))
     _print_ingest(summary)
 
 
@@ -312,6 +313,20 @@ def cmd_report(args) -> None:
     print(f"report: {path.resolve()}")
 
 
+def cmd_metrics(args) -> None:
+    from pipeline import api
+
+    latest, text = api.metrics(args.warehouse, fmt=args.format, grain=args.grain,
+                               gold_version=args.gold_version, out=args.out)
+    if args.out is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text)
+        sys.stdout.buffer.flush()
+        return
+    print(f"metrics: {len(latest.rows)} slice/route/k series by {latest.grain} (gold "
+          f"{latest.gold_version}) written to {args.out}")
+
+
 def cmd_export(args) -> None:
     from pipeline.export import export_table
     from pipeline.warehouse import connect
@@ -389,7 +404,8 @@ def cmd_run(args) -> None:
                           cutoffs=_cutoffs(args.cutoffs), pass_mark=args.pass_mark,
                           report_dir=args.out or None, progress=progress,
                           alert_channels=channels_from_env(),
-                          now=datetime.now(UTC).replace(tzinfo=None))
+                          now=datetime.now(UTC).replace(tzinfo=None),
+                          start=args.start, end=args.end, **_source_options(args))
     if summary.ingest:
         _print_ingest(summary.ingest, every_file=len(summary.ingest.files) <= 10)
     print(f"scored {len(summary.days_scored)} day window(s), aggregated "
@@ -415,7 +431,8 @@ def cmd_check(args) -> None:
                   f"{c['name']}: {c['detail']}")
 
     try:
-        result = api.check_logs(args.warehouse, args.logs, args.start, args.end)
+        result = api.check_logs(args.warehouse, args.logs, args.start, args.end,
+                                **_source_options(args))
     except QualityGateFailed as failed:
         show(failed.report.as_dict())
         raise  # exit 2 with the one-line reason
@@ -556,10 +573,12 @@ def _ingest_commands(sub, command) -> None:
     ingest = command(sub, "ingest", help="load logs, a gold set or an index manifest")
     ingest_sub = ingest.add_subparsers(dest="what", required=True, metavar="WHAT")
     p = command(ingest_sub, "logs", help="request logs: JSONL[.gz] or Parquet files, "
-                                           "directories (hive partitions) or globs")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+                                           "directories (hive partitions) or globs, "
+                                           "s3://BUCKET/PREFIX, postgresql://... --table T")
+    p.add_argument("paths", nargs="+", metavar="SOURCE")
     p.add_argument("--max-record-bytes", type=_positive, default=DEFAULT_MAX_RECORD_BYTES,
                    help="longer lines are quarantined (default 8 MiB)")
+    _source_args(p, interval=True)
     p.set_defaults(func=cmd_ingest_logs)
     p = command(ingest_sub, "gold", help="a gold set (JSONL, CSV or Parquet) as one version")
     p.add_argument("path")
@@ -569,6 +588,28 @@ def _ingest_commands(sub, command) -> None:
     p.add_argument("path")
     p.add_argument("--version", required=True, help="index version, e.g. idx-2026-10-28")
     p.set_defaults(func=cmd_ingest_index)
+
+
+def _source_args(p, *, interval: bool) -> None:
+    """How to read log sources: the format, a PostgreSQL source's table and column mapping,
+    and (where the command has none of its own) the interval to read."""
+    p.add_argument("--format", dest="log_format", metavar="FORMAT",
+                   help="native, openinference or ragas (default: detected from the columns; "
+                        "or RECALLWATCH_LOG_FORMAT)")
+    p.add_argument("--table", metavar="[SCHEMA.]TABLE",
+                   help="the table or view of a postgresql:// source (or RECALLWATCH_LOG_TABLE)")
+    p.add_argument("--columns", metavar="FIELD=COLUMN,...",
+                   help="which columns hold which fields where the names differ (or "
+                        "RECALLWATCH_LOG_COLUMNS)")
+    if interval:
+        p.add_argument("--start", type=_when, help="read only from this instant (UTC, "
+                                                    "inclusive) where the source can choose: "
+                                                    "S3 partitions, a table's rows")
+        p.add_argument("--end", type=_when, help="... up to this instant (UTC, exclusive)")
+
+
+def _source_options(args) -> dict:
+    return {"fmt": args.log_format, "table": args.table, "columns": args.columns}
 
 
 def _judge_args(p) -> None:
@@ -650,6 +691,19 @@ def _step_commands(sub, command) -> None:
                                                 "baseline")
     p.set_defaults(func=cmd_drift)
 
+    p = command(sub, "metrics", help="the latest window of every slice, route and k in the "
+                                     "Prometheus text format (textfile collector, push gateway)")
+    p.add_argument("--format", choices=("prometheus", "openmetrics"), default="prometheus",
+                   help="prometheus: classic text format 0.0.4 (default); openmetrics: "
+                        "OpenMetrics 1.0 text")
+    p.add_argument("--grain", choices=("day", "hour"), default="day",
+                   help="window grain (default day)")
+    p.add_argument("--gold-version", help="default: the newest loaded with window metrics")
+    p.add_argument("--out", metavar="FILE",
+                   help="write FILE atomically (temp file + rename) instead of stdout, e.g. "
+                        "/var/lib/node_exporter/textfile/recallwatch.prom")
+    p.set_defaults(func=cmd_metrics)
+
     p = command(sub, "export", help="write a table to .csv, .parquet or .jsonl")
     p.add_argument("table")
     p.add_argument("file")
@@ -711,7 +765,9 @@ def cmd_audit(args) -> None:
 
 def _run_commands(sub, command) -> None:
     p = command(sub, "run", help="all steps for new data: ingest, score, aggregate, report")
-    p.add_argument("--logs", nargs="+", metavar="PATH", help="log files/directories/globs")
+    p.add_argument("--logs", nargs="+", metavar="SOURCE",
+                   help="log files/directories/globs, s3://BUCKET/PREFIX, postgresql://...")
+    _source_args(p, interval=True)
     p.add_argument("--gold", metavar="PATH", help="gold set to load first")
     p.add_argument("--gold-version", help="the version of --gold, or a loaded gold set to score "
                                            "with (default: the newest loaded)")
@@ -730,8 +786,9 @@ def _run_commands(sub, command) -> None:
     p = command(sub, "check", help="the data-quality gate of one interval's log files, before "
                                    "they are loaded (recorded in quality_checks; exit 2 on a "
                                    "blocking failure)")
-    p.add_argument("--logs", nargs="+", required=True, metavar="PATH",
-                   help="the interval's log files/directories/globs")
+    p.add_argument("--logs", nargs="+", required=True, metavar="SOURCE",
+                   help="the interval's log files/directories/globs, s3://..., postgresql://...")
+    _source_args(p, interval=False)
     p.add_argument("--start", type=_when, required=True, help="the interval's start (UTC, "
                                                               "inclusive)")
     p.add_argument("--end", type=_when, required=True, help="the interval's end (UTC, exclusive)")
