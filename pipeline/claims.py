@@ -6,7 +6,8 @@ from the gold file's `claims` when it gives them (source 'gold'), else from the 
 and retries (pipeline.judge.complete_json; source 'judge'). A person reviews them with
 `recallwatch claims export FILE` and corrects them with `claims import FILE` (JSON Lines of
 gold_id and claims; an imported golden's claims are replaced, source 'import'). Days scored
-with the old claims keep their scores until `recallwatch score` is run over them again."""
+with the old claims keep their scores until they are scored again: `recallwatch run` finds
+them stale (claims_fingerprint, recorded with each scored day by pipeline.state)."""
 
 from __future__ import annotations
 
@@ -93,6 +94,12 @@ def split_reference(config: JudgeConfig, reference: str, *, client=None
     if not claims:
         return None, tokens, calls, "the judge found no claims in the reference"
     return claims, tokens, calls, None
+
+
+def claims_fingerprint(con, gold_version: str) -> str:
+    """What `import_claims` changed in the claims of `gold_version`, as one value ('' when
+    nothing was imported): the claims route's scores of a day depend on it."""
+    return run_script(con, "claims_fingerprint", {"gold_version": gold_version})[0][0]
 
 
 def stored_claims(con, gold_version: str) -> dict[str, tuple[str, ...]]:

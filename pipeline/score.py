@@ -74,7 +74,8 @@ def _score_batch(con, route_name: str, batch: list[tuple[datetime, datetime]],
     if not con.execute("SELECT 1 FROM duckdb_tables() WHERE table_name = 'route_window' "
                        "AND temporary").fetchall():
         raise RuntimeError(f"route {route_name!r} did not create its route_window table")
-    run_script(con, "score_write", params)
+    run_script(con, "score_write",
+               {**params, "whole_context": bool(getattr(route, "whole_context", False))})
     state.record_scored(con, route_name, batch, config, cleared)
 
 

@@ -15,8 +15,11 @@ deletes a step's rows.
 What is stale is found in the warehouse itself, whichever command left it so:
 - a day's scores on a route, when a log file (re)loaded or removed requests of it, when it has
   requests never scored or scores whose request is gone or moved, when it was scored with
-  another gold set, other cutoffs or other index manifests than those in force, or only partly
-  (sql/stale_score_days.sql, from `score_windows`, written by sql/record_scored_days.sql);
+  another gold set, other cutoffs or other index manifests than those in force, or with other
+  route inputs (claims: before `claims import` changed them), or only partly, and when it holds
+  rows that scoring again now could settle (claims not judged or failed, while a judge is
+  configured) (sql/stale_score_days.sql, from `score_windows`, written by
+  sql/record_scored_days.sql);
 - a day's metrics of a grain, when a window of it has scores but no metrics, was aggregated
   with another pass mark, or before the rates' interval method or the sufficient statistics
   were recorded (sql/stale_metric_days.sql);
@@ -30,6 +33,7 @@ from datetime import datetime, timedelta
 
 from pipeline.config import GRAINS, Config
 from pipeline.errors import RecallwatchError
+from pipeline.routes import get_route
 from pipeline.warehouse import run_script, sql
 
 ONE_DAY = timedelta(days=1)
@@ -98,14 +102,27 @@ def manifest_fingerprint(con) -> str:
     return manifests if carried is None else f"{manifests};carried:{carried}"
 
 
+def route_inputs(con, route: str, gold_version: str | None) -> str:
+    """What else `route`'s scores depend on (its optional `inputs_fingerprint`, pipeline/routes;
+    '' for a route without one)."""
+    fingerprint = getattr(get_route(route), "inputs_fingerprint", None)
+    return fingerprint(con, gold_version) if fingerprint is not None else ""
+
+
 def stale_score_days(con, config: Config) -> list[datetime]:
-    """Days whose scores on any route of `config` are out of date (see the module doc)."""
+    """Days whose scores on any route of `config` are out of date (see the module doc). Days
+    holding rows that scoring again now could settle (a route's optional `settle_statuses`,
+    e.g. claims not judged while a judge is configured) are included each time this is asked:
+    `run` asks once per run, so a judge that keeps failing is tried once per run."""
     manifests = manifest_fingerprint(con)
     days: set[datetime] = set()
     for route in config.routes:
+        settle = getattr(get_route(route), "settle_statuses", None)
         days.update(row[0] for row in con.execute(sql("stale_score_days"), {
             "route": route, "gold_version": config.gold_version,
-            "cutoffs": config.cutoffs_text, "manifests": manifests}).fetchall())
+            "cutoffs": config.cutoffs_text, "manifests": manifests,
+            "route_inputs": route_inputs(con, route, config.gold_version),
+            "settle": list(settle() if settle is not None else ())}).fetchall())
     return sorted(days)
 
 
@@ -160,7 +177,8 @@ def record_scored(con, route: str, batch: list[Window], config: Config,
     run_script(con, "record_scored_days", {
         "windows": [{"start": a, "end": b} for a, b in batch], "route": route,
         "gold": config.gold_version, "cutoffs": config.cutoffs_text,
-        "manifests": manifest_fingerprint(con)})
+        "manifests": manifest_fingerprint(con),
+        "route_inputs": route_inputs(con, route, config.gold_version)})
     days = {datetime.combine(a.date(), datetime.min.time()) for a, _ in batch}
     invalidate(con, "score", sorted(days | set(cleared_days)), route)
 

@@ -1,7 +1,7 @@
 -- record_scored_days: after a batch of windows is scored on a route, note what each day was
 -- scored with (pipeline.state reads it to find stale days).
 -- Grain: score_windows one row per route and day. Parameters: $windows (list of {start, end}
--- of the batch), $route, $gold, $cutoffs, $manifests.
+-- of the batch), $route, $gold, $cutoffs, $manifests, $route_inputs.
 -- A day only partly scored loses its row, so `run` rescores it whole; a day is recorded only
 -- when all of it was scored and it has requests.
 
@@ -15,8 +15,8 @@ GROUP BY ALL;
 DELETE FROM score_windows
 WHERE route = $route AND day IN (SELECT day FROM batch_days);
 
-INSERT INTO score_windows (route, day, gold_version, cutoffs, manifests)
-SELECT $route, day, $gold, $cutoffs, $manifests
+INSERT INTO score_windows (route, day, gold_version, cutoffs, manifests, route_inputs)
+SELECT $route, day, $gold, $cutoffs, $manifests, $route_inputs
 FROM batch_days
 WHERE whole
   AND EXISTS (SELECT 1 FROM requests r

@@ -4,7 +4,9 @@
 -- covering places to sql/route_passages_write.sql.
 -- Grain: passages_matched one row per request of the window (score_matched); passage_items one
 -- row per gold passage of a scored request; passage_candidates (a view) one row per distinct
--- (request, place, text) of a scored request's logged candidates, beyond k too.
+-- (request, chunk, place, text) of a scored request's logged candidates, beyond k too (the
+-- chunk is kept so precision can count the chunks that cover a passage: chunks of different
+-- retrieval steps share places).
 -- Parameters: $start, $end (TIMESTAMP, UTC), $gold_version, $needs.
 -- A candidate's text is its logged `text`, else the manifest's text of that chunk_id in the
 -- request's index version (index_chunks); a chunk with neither has nothing to compare and so
@@ -30,6 +32,7 @@ WITH logged AS (
 )
 SELECT DISTINCT
     l.request_id,
+    l.chunk.chunk_id AS chunk_id,
     l.chunk_ranks[list_position(l.chunk_ids, l.chunk.chunk_id)] AS place,
     coalesce(l.chunk.text, c.text) AS text
 FROM logged l

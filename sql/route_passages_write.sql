@@ -3,9 +3,11 @@
 -- Grain: route_window one row per request of the window (see pipeline/routes); miss_causes one
 -- row per missing gold passage of a scored request.
 -- Parameters: $route, $gold_version. Reads passages_matched and passage_items
--- (sql/route_passages.sql) and passage_covers(request_id, passage_no, place): the pairs whose
--- similarity lies strictly above the threshold, registered from Arrow by the route.
--- A passage's place is the best place among the chunks that cover it, NULL when none does.
+-- (sql/route_passages.sql) and passage_covers(request_id, passage_no, chunk_id, place): the
+-- pairs whose similarity lies strictly above the threshold, registered from Arrow by the route.
+-- A passage's place is the best place among the chunks that cover it, NULL when none does;
+-- relevant_places holds the place of each distinct chunk that covers a passage (one chunk can
+-- cover several), for precision.
 -- Causes: beyond_k (covered, but only by a chunk placed past k; rank is that place) and
 -- not_retrieved (no logged chunk with a text covers it). not_in_index does not apply: a
 -- passage has no chunk ID to look up. miss_causes.chunk_id names the passage as
@@ -22,11 +24,19 @@ placed AS (
     FROM passage_items i
     LEFT JOIN best b USING (request_id, passage_no)
     GROUP BY i.request_id
+),
+relevant AS (
+    SELECT request_id, list(place) AS relevant_places
+    FROM (SELECT DISTINCT request_id, chunk_id, place FROM passage_covers)
+    GROUP BY request_id
 )
 SELECT m.*, m.gold_passages AS needed_items,
-       CASE WHEN m.status = 'scored' THEN p.places::INTEGER[] END AS places
+       CASE WHEN m.status = 'scored' THEN p.places::INTEGER[] END AS places,
+       CASE WHEN m.status = 'scored'
+            THEN coalesce(r.relevant_places, [])::INTEGER[] END AS relevant_places
 FROM passages_matched m
-LEFT JOIN placed p USING (request_id);
+LEFT JOIN placed p USING (request_id)
+LEFT JOIN relevant r USING (request_id);
 
 INSERT INTO miss_causes
 WITH missing AS (

@@ -100,8 +100,11 @@ CREATE TABLE IF NOT EXISTS request_scores (
     covered       INTEGER,              -- of those, found in the served top k
     recall        DOUBLE,               -- covered / needed; NULL unless status = 'scored'
     full_coverage BOOLEAN,              -- covered = needed; NULL unless scored
-    precision     DOUBLE,               -- relevant served / distinct served; NULL if none served
-    status        VARCHAR   NOT NULL    -- scored | no_gold_match | no_evidence
+    precision     DOUBLE,               -- served chunks holding a needed item / distinct served;
+                                        -- NULL if none served, or on claims (no chunk holds a
+                                        -- claim: the judge reads the context whole)
+    status        VARCHAR   NOT NULL    -- scored | no_gold_match | no_evidence (claims also
+                                        -- judge_failed | not_judged)
 );
 
 -- The counts behind recall, precision and hit at every cutoff of one scored request, as
@@ -111,22 +114,36 @@ CREATE TABLE IF NOT EXISTS request_cutoffs (
     route      VARCHAR   NOT NULL,
     needed     INTEGER   NOT NULL,   -- gold items the answer needed
     cutoffs    INTEGER[] NOT NULL,
-    covered    INTEGER[] NOT NULL,   -- needed items within the top min(cutoff, k)
-    served     INTEGER[] NOT NULL    -- distinct chunks within the top min(cutoff, k)
+    covered    INTEGER[] NOT NULL,   -- needed items within the top min(cutoff, k); NULL where
+                                     -- the route did not measure the cutoff (claims below the
+                                     -- whole served context)
+    served     INTEGER[] NOT NULL,   -- distinct chunks within the top min(cutoff, k)
+    relevant   INTEGER[]             -- of those, chunks holding at least one needed item; NULL
+                                     -- when undefined (claims)
 );
 
--- Public. One row per scored request, route and cutoff k. The served k caps every cutoff, so
--- candidates beyond k never count and a list shorter than the cutoff keeps its full value.
--- precision is NULL when nothing was served up to the cutoff; hit is Success@k (any needed
--- item in the top k), a different metric from recall.
+-- Added after the first warehouses were written: their rows get NULL (precision unknown) until
+-- the next run rescores their days (pipeline.state finds them stale: score_windows.route_inputs
+-- is NULL too).
+ALTER TABLE request_cutoffs ADD COLUMN IF NOT EXISTS relevant INTEGER[];
+
+-- Public. One row per scored request, route and cutoff k the route measured. The served k
+-- caps every cutoff, so candidates beyond k never count and a list shorter than the cutoff
+-- keeps its full value. The claims route measures a request only from the cutoff that takes in
+-- its whole served context on: below that it has no row (not measured, never 0). precision
+-- (served chunks holding a needed item / distinct served chunks) is NULL when nothing was
+-- served up to the cutoff, and on the claims route; hit is Success@k (any needed item in the
+-- top k), a different metric from recall.
 CREATE OR REPLACE VIEW recall_at_k AS
 SELECT request_id, route, k, covered / needed AS recall,
-       covered / nullif(served, 0) AS precision, covered > 0 AS hit
+       relevant / nullif(served, 0) AS precision, covered > 0 AS hit
 FROM (
     SELECT request_id, route, needed,
-           unnest(cutoffs) AS k, unnest(covered) AS covered, unnest(served) AS served
+           unnest(cutoffs) AS k, unnest(covered) AS covered, unnest(served) AS served,
+           unnest(relevant) AS relevant
     FROM request_cutoffs
-);
+)
+WHERE covered IS NOT NULL;
 
 -- Gold chunk IDs carried to a rebuilt index by content (pipeline/rebuild.py, written by
 -- sql/carry_gold_ids.sql): a request served by index_version compares each gold chunk as the
@@ -350,8 +367,15 @@ CREATE TABLE IF NOT EXISTS score_windows (
     day          TIMESTAMP NOT NULL,   -- the UTC day the window lies in
     gold_version VARCHAR   NOT NULL,
     cutoffs      VARCHAR   NOT NULL,   -- e.g. '1,3,5,10'
-    manifests    VARCHAR   NOT NULL    -- manifest_fingerprint() when scored
+    manifests    VARCHAR   NOT NULL,   -- manifest_fingerprint() when scored
+    route_inputs VARCHAR               -- what else the route's scores depend on when scored
+                                       -- (claims: the imported claims; '' on other routes)
 );
+
+-- Added after the first warehouses were written: their days get NULL, so the next run
+-- rescores them (with precision from relevant chunks, and claims measured from the whole
+-- served context on).
+ALTER TABLE score_windows ADD COLUMN IF NOT EXISTS route_inputs VARCHAR;
 
 -- The quarantine reason of a copy that contradicts a loaded request. Written by
 -- sql/load_logs.sql and matched by sql/rejudge_candidates.sql / rejudge_conflicts.sql, so it

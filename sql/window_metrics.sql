@@ -7,6 +7,10 @@
 -- Slices: 'all', 'index_version=<v>', and '<tag>=<value>' for each tag. Cluster sums are per
 -- session (a request without one is its own cluster), for recall and for the pass and
 -- full-coverage indicators.
+-- A request counts at a cutoff k only where recall_at_k has its row: the claims route does not
+-- measure a request below its whole served context, so there n counts the requests measured
+-- at k (never a 0 for the others; they are not in n_excluded either). mean_precision averages
+-- the requests with a precision: NULL when none has one (nothing served, or the claims route).
 -- Fractional sums go through exact_sum: each term rounded to 18 decimals and summed exactly, so
 -- the result does not depend on the order DuckDB's threads add the terms in, and aggregating a
 -- window twice gives the same bits.
@@ -91,14 +95,17 @@ SELECT m.*, c.n_clusters, c.sum_cluster_sq, c.sum_cluster_cross, c.sum_size_sq,
 FROM moments m
 JOIN cluster_sums c USING (window_start, slice, route, gold_version, k);
 
+-- every window x slice x route x gold version with scores, and its requests not scored
 CREATE OR REPLACE TEMP TABLE agg_excluded AS
-SELECT a.window_start, a.slice, s.route, s.gold_version, count(*) AS n_excluded
+SELECT a.window_start, a.slice, s.route, s.gold_version,
+       count(*) FILTER (WHERE s.status <> 'scored') AS n_excluded
 FROM agg_requests a
-JOIN request_scores s ON s.request_id = a.request_id AND s.status <> 'scored'
+JOIN request_scores s ON s.request_id = a.request_id
 GROUP BY ALL;
 
--- A window and slice whose requests were all excluded still gets rows (n = 0, no means), so
--- its excluded requests are counted: one per cutoff of the last score run.
+-- A window and slice with scores but no recall at any cutoff (its requests all excluded, or
+-- scored on the claims route but measured at none of the cutoffs) still gets rows (n = 0, no
+-- means), so its requests are counted: one per cutoff of the last score run.
 INSERT INTO agg_stats BY NAME
 WITH empty AS (
     SELECT e.window_start, e.slice, e.route, e.gold_version

@@ -107,10 +107,10 @@ def test_worked_example_three_of_four_claims_is_recall_075(con, tmp_path, use_ju
     verdict = con.execute("SELECT attributed, reasons, status FROM judge_verdicts").fetchone()
     assert verdict[0] == [True, True, False, True] and verdict[2] == "ok"
     assert "rural" in verdict[1][2]
-    # recall at the served k (4) and above it; below it nothing is counted (documented)
+    # recall at the served k (4) and above it; below it the request is not measured (no row)
     at_k = dict(con.execute("SELECT k, recall FROM recall_at_k WHERE route = 'claims'")
                 .fetchall())
-    assert at_k == {1: 0.0, 4: 0.75, 10: 0.75}
+    assert at_k == {4: 0.75, 10: 0.75}
     assert stored_claims(con, "v1") == {"g-1": tuple(CLAIMS)}
 
 

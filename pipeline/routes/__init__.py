@@ -16,7 +16,23 @@ timestamp, gold_id, index_version, k, chunk_ranks and status, and two more: `nee
 (VARCHAR[], what the answer needed, for diagnosis) and `places` (INTEGER[], one per needed
 item: its best place in the request's ranking, 1 = top, NULL when never found; NULL for a
 request that is not scored). It may then write its own diagnosis rows (miss_causes) for
-`route`, which the shared part clears with the window. sql/route_ids.sql is the model."""
+`route`, which the shared part clears with the window. sql/route_ids.sql is the model.
+
+Optional, for a route that needs them (the shared part reads each with its default):
+- route_window column `relevant_places` (INTEGER[]): the place of each distinct logged chunk
+  that holds at least one needed item; precision@c = those placed within min(c, k) / distinct
+  chunks served there. Left out or NULL: the places of the found items, one chunk per item (the
+  ids route). The passages route gives it, since one chunk can cover several passages.
+- attribute `whole_context` (bool, default False): the route reads each request's served
+  context only as a whole (claims). It then measures a request only at the cutoffs whose top
+  min(c, k) takes in every served chunk: below them recall_at_k has no row (not measured, never
+  0), and precision is NULL (no chunk is known to hold an item).
+- method `inputs_fingerprint(con, gold_version) -> str` (default ''): what else the route's
+  scores depend on, recorded with each scored day (pipeline.state); a day recorded with another
+  value is stale.
+- method `settle_statuses() -> tuple[str, ...]` (default none): statuses that scoring again
+  now could settle (claims: not_judged and judge_failed, when a judge is configured); `run`
+  rescores the days holding such rows, once per run."""
 
 from __future__ import annotations
 

@@ -21,13 +21,20 @@ for. Outcomes per request:
   configured; same treatment, judged by a later `score` over the window.
 - `no_evidence` (from score_matched): no claims and no reference; no call.
 
-Cutoffs. The judge reads the served context whole, so the route measures recall at the served
-k only. An attributed claim is placed at k: recall@c for every cutoff c >= k is the measured
-value (a list shorter than c keeps its full value, as on every route); for c < k nothing is
-counted as covered, so recall@c below the served k reads 0 and is not a measurement — read the
-claims route at k (the report's default cutoff is the served k). Judging each shorter prefix
-would be more calls for a figure nobody asked for. No miss_causes are written: a claim has no
-chunk to look up.
+Cutoffs. The judge reads the served context whole (`whole_context`, pipeline/routes), so the
+route measures a request at the cutoffs c whose top min(c, k) takes in every chunk it served:
+from its served k on, or from the last served place when fewer chunks than k came back. There
+recall@c is the measured value; below it the request is not measured: recall_at_k has no row
+for it, and window_metrics, drift, alerts and the report count at such a cutoff only the
+requests measured there (their n says how many), never a 0. Judging each shorter prefix would
+be more calls for a figure nobody asked for. Precision is not defined (a claim has no chunk
+that holds it): NULL in request_scores and recall_at_k, and window_metrics' mean_precision is
+NULL. No miss_causes are written: a claim has no chunk to look up.
+
+Re-judging. `run` finds stale (pipeline.state) the days holding `not_judged` or `judge_failed`
+rows when a judge is configured (`settle_statuses`), once per run, and the days scored before
+`recallwatch claims import` changed the claims of their gold set (`inputs_fingerprint`); the
+verdict cache makes only the missing or changed items cost calls.
 
 Budget: max_calls / max_tokens bound one scoring batch (one `score` call up to
 pipeline.score.BATCH_REQUESTS requests), splits first, then verdicts."""
@@ -39,10 +46,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import ClassVar
 
 import pyarrow as pa
 
-from pipeline.claims import fix_claims
+from pipeline.claims import claims_fingerprint, fix_claims
 from pipeline.errors import RecallwatchError
 from pipeline.judge import JudgeConfig, JudgeRun, judge_many, verdict_key
 from pipeline.warehouse import run_script, sql
@@ -166,6 +174,16 @@ class ClaimsRoute:
     judge: JudgeConfig | None = None
     clock: Callable[[], datetime] = _utc_now
     report: Callable[[str], None] | None = None
+    whole_context: ClassVar[bool] = True
+
+    def settle_statuses(self) -> tuple[str, ...]:
+        """not_judged and judge_failed rows get a verdict by scoring again only when a judge is
+        configured; without one a rescoring would leave them as they are."""
+        judge = self.judge if self.judge is not None else configured_judge()
+        return ("not_judged", "judge_failed") if judge is not None else ()
+
+    def inputs_fingerprint(self, con, gold_version: str) -> str:
+        return claims_fingerprint(con, gold_version)
 
     def score_window(self, con, params: dict) -> None:
         rows = [(rid, gid, list(ctx)) for rid, gid, ctx in run_script(con, "route_claims", params)]

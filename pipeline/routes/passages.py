@@ -3,7 +3,9 @@ passage is covered when its best string similarity to the text of a retrieved ch
 strictly above a threshold; the similarity is 1 - normalized Levenshtein distance
 (rapidfuzz's `Levenshtein.normalized_similarity`, RAGAS's NonLLMStringSimilarity default) and
 the threshold 0.5. Its place is the best place among the chunks that cover it, so recall@k at
-the cutoffs works exactly as for IDs (the shared part caps places at the served k).
+the cutoffs works exactly as for IDs (the shared part caps places at the served k). One chunk
+can cover several passages, so precision counts the covering chunks (route_window's
+relevant_places), not the covered passages: it never exceeds 1.
 
 A chunk's text is the logged `text`, else the index manifest's text of that chunk in the
 request's index version; a chunk with neither cannot cover anything (a passage only it would
@@ -32,7 +34,7 @@ SIMILARITY_THRESHOLD = 0.5   # RAGAS NonLLMContextRecall default; covered when s
 BATCH_PAIRS = 100_000        # (passage, text) pairs scored per rapidfuzz call: bounds memory
 
 _COVERS_SCHEMA = pa.schema([("request_id", pa.string()), ("passage_no", pa.int64()),
-                            ("place", pa.int32())])
+                            ("chunk_id", pa.string()), ("place", pa.int32())])
 
 
 def similarities(passages: list[str], texts: list[str],
@@ -77,7 +79,8 @@ def _codes(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def covering_pairs(batches: Iterable[pa.RecordBatch],
                    threshold: float = SIMILARITY_THRESHOLD) -> pa.Table:
-    """The (request_id, passage_no, place) of every pair whose similarity is > threshold."""
+    """The (request_id, passage_no, chunk_id, place) of every pair whose similarity is >
+    threshold (chunk_id only when the batches carry it)."""
     kept = []
     for batch in batches:
         if batch.num_rows == 0:
@@ -89,10 +92,8 @@ def covering_pairs(batches: Iterable[pa.RecordBatch],
         covers = similarities(passages, texts, score_cutoff=cutoff) > threshold
         mask = pa.array(covers[row_pair])
         kept.append(pa.table({
-            "request_id": pc.filter(batch.column("request_id"), mask).cast(pa.string()),
-            "passage_no": pc.filter(batch.column("passage_no"), mask).cast(pa.int64()),
-            "place": pc.filter(batch.column("place"), mask).cast(pa.int32()),
-        }))
+            field.name: pc.filter(batch.column(field.name), mask).cast(field.type)
+            for field in _COVERS_SCHEMA if field.name in batch.schema.names}))
     if not kept:
         return _COVERS_SCHEMA.empty_table()
     return pa.concat_tables(kept)
