@@ -4,9 +4,12 @@ answering every call after a fixed latency, with at most C calls in flight, and 
 calls/s with the bound C / latency (the most any client could do).
 
     .venv/bin/python bench/judge_throughput.py [--items 1000] [--concurrency 10] [--latency 0.05]
+        [--warehouse :memory:|PATH]
 
-Prints calls/s, the bound, their ratio, and that a second run over the same items, answered
-from the warehouse cache, made 0 calls."""
+A warm-up run over `concurrency` other items comes first and is not counted: it pays once for
+importing the `openai` client (~0.5 s on 2 busy cores, a tenth of a 1,000-call run) and is
+printed apart. Prints calls/s, the bound, their ratio, and that a second run over the same
+items, answered from the warehouse cache, made 0 calls."""
 
 from __future__ import annotations
 
@@ -32,10 +35,14 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--warehouse", default=":memory:",
+                        help="where verdicts are written (a DuckDB file: new or existing)")
     args = parser.parse_args()
     work = [([f"Branch {i} opens at nine.", f"Branch {i} has a cash machine."],
              [f"Branch {i} opens at nine and closes at five."]) for i in range(args.items)]
-    con = connect(":memory:")
+    warm_up = [([f"Kiosk {i} opens at ten."], [f"Kiosk {i} opens at ten."])
+               for i in range(args.concurrency)]
+    con = connect(args.warehouse)
     now = datetime(2026, 11, 2)
     server = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "judge_server.py"), "--latency", str(args.latency)],
@@ -45,13 +52,19 @@ def main() -> None:
         config = JudgeConfig(model="bench-judge", base_url=url, api_key="sk-bench",
                              concurrency=args.concurrency, timeout=10.0)
         started = time.perf_counter()
+        warm = judge_many(con, config, warm_up, now=now)
+        warm_seconds = time.perf_counter() - started
+        before = stats(url)
+        started = time.perf_counter()
         first = judge_many(con, config, work, now=now)
         seconds = time.perf_counter() - started
         received = stats(url)
         rate, bound = first.calls / seconds, args.concurrency / args.latency
         print(f"items: {args.items:,} distinct, concurrency {args.concurrency}, "
-              f"server latency {args.latency * 1000:g} ms")
-        print(f"first run: {first.calls:,} calls ({received['calls']:,} received by the server) "
+              f"server latency {args.latency * 1000:g} ms, warehouse {args.warehouse}")
+        print(f"warm-up (not counted): {warm.calls} calls in {warm_seconds:.2f} s")
+        print(f"first run: {first.calls:,} calls "
+              f"({received['calls'] - before['calls']:,} received by the server) "
               f"in {seconds:.2f} s, {first.failed} failed, {first.tokens:,} tokens; "
               f"max in flight {received['max_in_flight']}")
         print(f"calls/s: {rate:.1f}; bound {bound:.1f} ({args.concurrency} / "

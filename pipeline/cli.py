@@ -440,33 +440,53 @@ def cmd_check(args) -> None:
 
 
 def cmd_demo(args) -> None:
-    from pipeline import api
-    from pipeline.config import put_in_force, resolve
-    from pipeline.demo import generate_demo_world
-    from pipeline.routes import DEFAULT_ROUTE
-    from pipeline.routes.passages import ROUTE_NAME as PASSAGES
-    from pipeline.warehouse import connect, warehouse_path
+    from datetime import UTC, datetime
 
+    from pipeline.demo import generate_demo_world
+    from pipeline.demo.run import run_demo
+    from pipeline.routes.claims import configured_judge
+    from pipeline.warehouse import warehouse_path
+
+    judge = configured_judge()   # None without both a model and a key: said in one line below
     out = Path(args.dir)
     print(f"generating the demo world in {out} ...", flush=True)
     world = generate_demo_world(out, seed=args.seed)
-    # The demo's gold set carries passages too, so it shows both routes that need no judge.
-    with connect(args.warehouse) as con:
-        put_in_force(con, resolve(con, routes=(DEFAULT_ROUTE, PASSAGES)))
     with _progress() as progress:
-        summary = api.run(
-            args.warehouse, logs=[str(world.logs_dir)], gold=str(world.gold_path),
-            gold_version=world.gold_version,
-            index=[(str(path), version) for version, path in world.index_manifests.items()],
-            report_dir=args.out, progress=progress)
-    _print_ingest(summary.ingest, every_file=False)
+        demo = run_demo(args.warehouse, world, report_dir=args.out, judge=judge,
+                        now=datetime.now(UTC).replace(tzinfo=None), progress=progress)
+    _print_ingest(demo.run.ingest, every_file=False)
     _print_summary_table(args.warehouse)
     _print_passages_line(args.warehouse)
-    print("claims route: set RECALLWATCH_JUDGE_MODEL and OPENAI_API_KEY (and OPENAI_BASE_URL "
-          "for another server) to score reference claims too")
+    if demo.claims is None:
+        print("claims route: set RECALLWATCH_JUDGE_MODEL and OPENAI_API_KEY (and OPENAI_BASE_URL "
+              "for another server) to score reference claims too")
+    else:
+        _print_claims_lines(args.warehouse, demo.claims)
     _print_drift(args.warehouse)
     print(f"\nwarehouse: {warehouse_path(args.warehouse).resolve()}")
-    print(f"report: {summary.report.resolve()}")
+    print(f"report: {demo.report.resolve()}")
+    if demo.claims is not None:
+        print(f"claims route report: {demo.claims.report.resolve()}")
+
+
+def _print_claims_lines(warehouse, sample) -> None:
+    """The demo's claims route: mean recall per index version on its first and last day, then
+    what its judge did (pipeline.demo.run.ClaimsSample)."""
+    from pipeline.report import index_version_summary, resolve_scope
+    from pipeline.routes.claims import ROUTE_NAME
+    from pipeline.warehouse import connect
+
+    with connect(warehouse, read_only=True) as con:
+        scope, _, _ = resolve_scope(con, route=ROUTE_NAME)
+        rows = index_version_summary(con, scope)
+    def recall(value) -> str:   # a day whose sample holds no scored request has no mean
+        return "—" if value is None else f"{value:.3f}"
+
+    versions = ", ".join(f"{row['index_version']} {recall(row['first_recall'])} → "
+                         f"{recall(row['last_recall'])}" for row in rows)
+    print(f"claims route (RAGAS LLM, judge {sample.model}, a sample of each day): "
+          f"{versions or 'nothing scored'} (mean recall@{scope.k}, first → last day)")
+    print(sample.line())
 
 
 def _print_drift(warehouse) -> None:

@@ -145,8 +145,8 @@ def score_rows(rows: Sequence[Mapping], config: Mapping | None = None, *,
                  if ref and contexts and splits[ref][0] is not None]
         if items:
             with connect(":memory:") as con:
-                verdicts = judge_many(con, judge, items, now=_CACHE_STAMP,
-                                      client=client).verdicts
+                # judge_many makes its own async client: `client` is the synchronous one
+                verdicts = judge_many(con, judge, items, now=_CACHE_STAMP).verdicts
     split_charged: set[str] = set()
     verdict_charged: set[str] = set()
     results = []

@@ -6,22 +6,25 @@ one that is not is asked again once, then the verdict is `failed`, never a guess
 failures (429, 5xx, timeouts) are retried here with exponential backoff and jitter, honouring
 Retry-After. Verdicts are cached in the warehouse table `judge_verdicts`, keyed by a hash of
 (model, prompt version, lang, claims, contexts), so a re-run calls only for what is missing;
-calls run on threads, and only the calling thread touches the DuckDB connection (workers hand
-their verdicts to the one writer). The API key is read from the environment and never appears
-in a repr, an error, a log line or a table."""
+calls run on an asyncio event loop in a thread of their own (`openai.AsyncOpenAI`, at most
+`concurrency` in flight), and only the calling thread touches the DuckDB connection: the loop
+hands each verdict to that one writer through a queue, so calls never wait for a write. The
+API key is read from the environment and never appears in a repr, an error, a log line or a
+table."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import os
+import queue
 import random
 import threading
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -228,7 +231,7 @@ class _InvalidReply(Exception):
 
 
 class _Budget:
-    """Calls and tokens of one run, shared by the worker threads. A call reserves its estimated
+    """Calls and tokens of one run, shared by its concurrent calls. A call reserves its estimated
     tokens before it starts and settles them with the real usage after, so that no call starts
     that would take the run past max_calls or max_tokens."""
 
@@ -286,11 +289,21 @@ def estimate_tokens(config: JudgeConfig, claims: Sequence[str], contexts: Sequen
 
 
 def make_client(config: JudgeConfig):
-    """An `openai` client for the endpoint; it never retries by itself (judge_claims does)."""
+    """A synchronous `openai` client for the endpoint (complete_json's callers share one across
+    their threads); it never retries by itself (the judge does)."""
     from openai import OpenAI  # deferred: only runs that judge need it
 
     return OpenAI(base_url=config.base_url, api_key=config.api_key, timeout=config.timeout,
                   max_retries=0)
+
+
+def make_async_client(config: JudgeConfig):
+    """An `openai.AsyncOpenAI` client for the endpoint, for judge calls on one event loop; it
+    never retries by itself. Its connections belong to the loop that first uses it."""
+    from openai import AsyncOpenAI  # deferred: only runs that judge need it
+
+    return AsyncOpenAI(base_url=config.base_url, api_key=config.api_key,
+                       timeout=config.timeout, max_retries=0)
 
 
 def judge_claims(config: JudgeConfig, claims: list[str], contexts: list[str], *,
@@ -299,12 +312,32 @@ def judge_claims(config: JudgeConfig, claims: list[str], contexts: list[str], *,
     schema naming exactly the given claims in order (normalized text) is asked again once,
     then the verdict is `failed`. No claims: ok with nothing to judge; no contexts: every claim
     is not attributed (a real 0). Neither costs a call. Raises RecallwatchError only for a
-    problem of the configuration (key refused, model unknown, endpoint unreachable)."""
+    problem of the configuration (key refused, model unknown, endpoint unreachable).
+    client: an `openai.AsyncOpenAI` not yet used on another event loop (default: one made and
+    closed here); the call runs on an event loop of its own."""
     claims, contexts = tuple(claims), list(contexts)
     if not claims or not contexts:
-        reason = "nothing was retrieved" if claims else None
-        return Verdict(claims, (False,) * len(claims), (reason,) * len(claims), 0, 0, "ok")
-    client = client if client is not None else make_client(config)
+        return _without_call(claims, contexts)
+
+    async def judge() -> Verdict:
+        if client is not None:
+            return await _judge_claims(config, claims, contexts, client, budget)
+        async with make_async_client(config) as own:
+            return await _judge_claims(config, claims, contexts, own, budget)
+
+    return asyncio.run(judge())
+
+
+def _without_call(claims: tuple[str, ...], contexts: Sequence[str]) -> Verdict:
+    """The verdict that needs no judge: no claims (nothing to judge), or no contexts (every
+    claim not attributed)."""
+    reason = "nothing was retrieved" if claims and not contexts else None
+    return Verdict(claims, (False,) * len(claims), (reason,) * len(claims), 0, 0, "ok")
+
+
+async def _judge_claims(config: JudgeConfig, claims: tuple[str, ...], contexts: list[str],
+                        client, budget: _Budget | None) -> Verdict:
+    """judge_claims on the running event loop, for claims and contexts both non-empty."""
     budget = budget if budget is not None else _Budget(None, None)
     estimate = estimate_tokens(config, claims, contexts)
     messages = prompt_messages(config, claims, contexts)
@@ -312,7 +345,8 @@ def judge_claims(config: JudgeConfig, claims: list[str], contexts: list[str], *,
     problem = None
     for ask in range(2):
         try:
-            content, used, made = _complete(client, config, messages, budget, estimate)
+            content, used, made = await _complete_async(client, config, messages, budget,
+                                                        estimate)
         except _OutOfBudget:
             if calls:  # a re-ask that no longer fits: what was spent is kept, as a failure
                 return Verdict(claims, None, None, tokens, calls, "failed",
@@ -348,10 +382,11 @@ class _CallFailed(Exception):
 def complete_json(config: JudgeConfig, messages: list[dict], response_format: dict, *,
                   client=None) -> tuple[str | None, int, int, str | None]:
     """One chat completion of another prompt (pipeline/claims.py splits a reference into
-    claims with it) through the judge's client, retries and errors: (content, tokens, calls,
-    error). content is None when the call failed for good or the reply was cut off; error then
-    says why, without secrets. Raises RecallwatchError for a problem of the configuration, as
-    judge_claims does. It keeps no budget: the caller counts the calls it allows."""
+    claims with it) through a synchronous client (make_client), with the judge's retries and
+    errors: (content, tokens, calls, error). content is None when the call failed for good or
+    the reply was cut off; error then says why, without secrets. Raises RecallwatchError for a
+    problem of the configuration, as judge_claims does. It keeps no budget: the caller counts
+    the calls it allows."""
     client = client if client is not None else make_client(config)
     try:
         content, used, calls = _complete(client, config, messages, _Budget(None, None), 0,
@@ -361,70 +396,144 @@ def complete_json(config: JudgeConfig, messages: list[dict], response_format: di
     return content, used, calls, None if content is not None else "the reply was cut off"
 
 
+# _complete and _complete_async are one loop, written twice because one waits with time.sleep
+# and the other with asyncio.sleep; what a reply or a failure means is decided once, below.
+
 def _complete(client, config: JudgeConfig, messages: list[dict], budget: _Budget,
               estimate: int, response_format: dict = RESPONSE_FORMAT
               ) -> tuple[str | None, int, int]:
-    """One chat completion, retried on 429 (honouring Retry-After), 5xx, timeouts and dropped
-    connections with exponential backoff and jitter. Returns (content, tokens, calls made)."""
+    """One chat completion through a synchronous client, retried on 429 (honouring
+    Retry-After), 5xx, timeouts and dropped connections with exponential backoff and jitter.
+    Returns (content, tokens, calls made)."""
     import openai
 
-    calls = 0
-    last = "no attempt was made"
+    calls, last = 0, "no attempt was made"
     for attempt in range(config.max_retries + 1):
         budget.take(estimate)
         calls += 1
         used = 0
         try:
             response = client.chat.completions.create(
-                model=config.model, messages=messages, temperature=0,
-                response_format=response_format, timeout=config.timeout)
-            usage = response.usage
-            used = (usage.total_tokens or 0) if usage is not None else 0
-            choice = response.choices[0] if response.choices else None
-            if choice is not None and choice.finish_reason == "length":
-                return None, used, calls
-            return (choice.message.content if choice else None), used, calls
-        except openai.AuthenticationError:
-            raise RecallwatchError(
-                f"the judge endpoint {_safe_url(config.base_url) or 'api.openai.com'} refused "
-                "the API key (HTTP 401): check OPENAI_API_KEY.") from None
-        except openai.PermissionDeniedError:
-            raise RecallwatchError(
-                f"the API key may not use model {config.model!r} (HTTP 403): check "
-                "OPENAI_API_KEY and RECALLWATCH_JUDGE_MODEL.") from None
-        except openai.NotFoundError:
-            raise RecallwatchError(
-                f"the judge endpoint {_safe_url(config.base_url) or 'api.openai.com'} does not "
-                f"serve model {config.model!r} at /chat/completions (HTTP 404): check "
-                "RECALLWATCH_JUDGE_MODEL and OPENAI_BASE_URL.") from None
-        except openai.RateLimitError as exc:
-            last = "rate limited (HTTP 429)"
-            wait_for = _retry_after(exc.response)
-            if wait_for is not None and wait_for > MAX_RETRY_AFTER:
-                raise _CallFailed(f"{last}, asked to wait {wait_for:.0f} s",
-                                  calls=calls) from None
-        except openai.APIStatusError as exc:
-            if exc.status_code < 500:
-                raise _CallFailed(f"the judge endpoint answered HTTP {exc.status_code}",
-                                  calls=calls) from None
-            last = f"the judge endpoint answered HTTP {exc.status_code}"
-            wait_for = _retry_after(exc.response)
-        except openai.APITimeoutError:
-            last, wait_for = f"no answer within {config.timeout:g} s", None
-        except openai.APIConnectionError:
-            last, wait_for = "could not connect to the judge endpoint", None
+                **_body(config, messages, response_format), timeout=config.timeout)
+            content, used = _reply(response)
+            return content, used, calls
+        except (openai.APIStatusError, openai.APIConnectionError) as exc:
+            last, wait_for = _retryable(exc, config, calls)
         finally:
             budget.settle(estimate, used)
         if attempt == config.max_retries:
             break
-        delay = wait_for if wait_for is not None else _backoff(config, attempt)
-        log.debug("judge call failed (%s), retry %d in %.2f s", last, attempt + 1, delay)
-        time.sleep(delay)
-    if last == "could not connect to the judge endpoint":
+        time.sleep(_delay(config, attempt, wait_for, last))
+    raise _given_up(config, last, calls)
+
+
+async def _complete_async(client, config: JudgeConfig, messages: list[dict], budget: _Budget,
+                          estimate: int, response_format: dict = RESPONSE_FORMAT
+                          ) -> tuple[str | None, int, int]:
+    """_complete through an `openai.AsyncOpenAI` client, waiting without blocking the loop. The
+    budget is taken before the first await, so a check of it and the call it admits are not
+    interleaved with another task's."""
+    import openai
+
+    calls, last = 0, "no attempt was made"
+    for attempt in range(config.max_retries + 1):
+        budget.take(estimate)
+        calls += 1
+        used = 0
+        try:
+            # The same request as client.chat.completions.create, without its per-call
+            # conversion of every message by the parameter types: a third of the client's own
+            # work per call, on the loop that every call's answer waits for.
+            response = await client.post(
+                "/chat/completions", cast_to=_chat_completion(),
+                body=_body(config, messages, response_format),
+                options={"timeout": config.timeout})
+            content, used = _reply(response)
+            return content, used, calls
+        except (openai.APIStatusError, openai.APIConnectionError) as exc:
+            last, wait_for = _retryable(exc, config, calls)
+        finally:
+            budget.settle(estimate, used)
+        if attempt == config.max_retries:
+            break
+        await asyncio.sleep(_delay(config, attempt, wait_for, last))
+    raise _given_up(config, last, calls)
+
+
+def _body(config: JudgeConfig, messages: list[dict], response_format: dict) -> dict:
+    """The Chat Completions request: the judge's model, deterministic, a JSON reply."""
+    return {"model": config.model, "messages": messages, "temperature": 0,
+            "response_format": response_format}
+
+
+def _chat_completion():
+    from openai.types.chat import ChatCompletion  # deferred, as the client is
+
+    return ChatCompletion
+
+
+def _reply(response) -> tuple[str | None, int]:
+    """(content, tokens used) of a completion; content None when the reply was cut off."""
+    usage = response.usage
+    used = (usage.total_tokens or 0) if usage is not None else 0
+    choice = response.choices[0] if response.choices else None
+    if choice is not None and choice.finish_reason == "length":
+        return None, used
+    return (choice.message.content if choice else None), used
+
+
+def _retryable(exc, config: JudgeConfig, calls: int) -> tuple[str, float | None]:
+    """What a failed try means: (why, seconds the server asked to wait or None) when it is worth
+    another try (429, 5xx, timeout, dropped connection); otherwise raises RecallwatchError for a
+    problem of the configuration (401, 403, 404) or _CallFailed for another refusal."""
+    import openai
+
+    endpoint = _safe_url(config.base_url) or "api.openai.com"
+    if isinstance(exc, openai.AuthenticationError):
         raise RecallwatchError(
+            f"the judge endpoint {endpoint} refused the API key (HTTP 401): check "
+            "OPENAI_API_KEY.") from None
+    if isinstance(exc, openai.PermissionDeniedError):
+        raise RecallwatchError(
+            f"the API key may not use model {config.model!r} (HTTP 403): check "
+            "OPENAI_API_KEY and RECALLWATCH_JUDGE_MODEL.") from None
+    if isinstance(exc, openai.NotFoundError):
+        raise RecallwatchError(
+            f"the judge endpoint {endpoint} does not serve model {config.model!r} at "
+            "/chat/completions (HTTP 404): check RECALLWATCH_JUDGE_MODEL and "
+            "OPENAI_BASE_URL.") from None
+    if isinstance(exc, openai.RateLimitError):
+        last = "rate limited (HTTP 429)"
+        wait_for = _retry_after(exc.response)
+        if wait_for is not None and wait_for > MAX_RETRY_AFTER:
+            raise _CallFailed(f"{last}, asked to wait {wait_for:.0f} s", calls=calls) from None
+        return last, wait_for
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code < 500:
+            raise _CallFailed(f"the judge endpoint answered HTTP {exc.status_code}",
+                              calls=calls) from None
+        return f"the judge endpoint answered HTTP {exc.status_code}", _retry_after(exc.response)
+    if isinstance(exc, openai.APITimeoutError):
+        return f"no answer within {config.timeout:g} s", None
+    return _UNREACHABLE, None
+
+
+_UNREACHABLE = "could not connect to the judge endpoint"
+
+
+def _delay(config: JudgeConfig, attempt: int, wait_for: float | None, last: str) -> float:
+    delay = wait_for if wait_for is not None else _backoff(config, attempt)
+    log.debug("judge call failed (%s), retry %d in %.2f s", last, attempt + 1, delay)
+    return delay
+
+
+def _given_up(config: JudgeConfig, last: str, calls: int) -> Exception:
+    """The error of a call whose every try failed: unreachable is the configuration's problem."""
+    if last == _UNREACHABLE:
+        return RecallwatchError(
             f"cannot reach the judge endpoint {_safe_url(config.base_url) or 'api.openai.com'} "
             f"after {calls} tries: check OPENAI_BASE_URL and that the server is up.")
-    raise _CallFailed(f"{last} on all {calls} tries", calls=calls)
+    return _CallFailed(f"{last} on all {calls} tries", calls=calls)
 
 
 def _backoff(config: JudgeConfig, attempt: int) -> float:
@@ -507,10 +616,14 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
                client=None) -> JudgeRun:
     """Judge many (claims, contexts) items: dedupe by verdict_key, reuse the cached ok verdicts,
     judge the rest with at most config.concurrency calls in flight, and write each verdict to
-    judge_verdicts (created_at = now) as it arrives, from this thread only, so that a run
-    stopped midway keeps what it got. The budget (max_calls, max_tokens) stops new calls from
-    starting; the items left are counted as skipped_budget. If progress (or anything else)
-    raises, the calls in flight are waited for and written before the error propagates."""
+    judge_verdicts (created_at = now) in a transaction of its own as it arrives, from this
+    thread only, so that a run stopped midway keeps what it got. The calls run on an event loop
+    in a thread of their own and hand their verdicts over through a queue: a slot freed by an
+    answer takes the next item at once, never waiting for a write. The budget (max_calls,
+    max_tokens) stops new calls from starting; the items left are counted as skipped_budget.
+    If progress (or anything else) raises, no new call starts, and the calls in flight are
+    waited for and written before the error propagates. client: an `openai.AsyncOpenAI` not
+    yet used on another event loop (default: one made and closed by this run)."""
     run = JudgeRun(items=len(items), dry_run=dry_run)
     wanted: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     for claims, contexts in items:
@@ -529,62 +642,95 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
         return run
     if not todo:
         return run
-    budget = _Budget(config.max_calls, config.max_tokens)
-    client = client if client is not None else make_client(config)
+    answers: queue.SimpleQueue = queue.SimpleQueue()
+    no_new_calls = threading.Event()
+    caller = threading.Thread(target=_call_all, name="judge-calls", daemon=True,
+                              args=(config, todo, client, answers, no_new_calls))
+    caller.start()
     total, done = len(todo), 0
-    pending = iter(todo)
-    in_flight: dict[Future, str] = {}
-    stopping = False
-
-    def submit(pool: ThreadPoolExecutor) -> None:
-        nonlocal stopping
-        while not stopping and len(in_flight) < config.concurrency:
-            item = next(pending, None)
-            if item is None:
-                return
-            key, claims, contexts = item
-            if claims and contexts and not budget.has_room(
-                    estimate_tokens(config, claims, contexts)):
-                run.skipped_budget += 1 + sum(1 for _ in pending)
-                stopping = True
-                return
-            in_flight[pool.submit(judge_claims, config, list(claims), list(contexts),
-                                  client=client, budget=budget)] = key
-
     error: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=config.concurrency,
-                            thread_name_prefix="judge") as pool:
-        submit(pool)
-        while in_flight:
-            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-            keys = {future: in_flight.pop(future) for future in finished}
+    while True:
+        try:
+            answer = answers.get()
+            if answer is _ALL_ANSWERED:
+                break
+            if isinstance(answer, BaseException):  # a configuration problem, or a bug
+                raise answer
+            if isinstance(answer, int):  # items the budget left without a call
+                run.skipped_budget += answer
+                continue
+            key, verdict = answer
+            if verdict.status == "skipped":
+                run.skipped_budget += 1
+                continue
+            _record(con, config, key, verdict, now, wanted[key][1])
+            run.verdicts[key] = verdict
+            run.judged += 1
+            run.failed += verdict.status == "failed"
+            run.calls += verdict.calls
+            run.tokens += verdict.tokens
+            done += 1
+            if progress is not None:
+                progress("judge claims", done, total)
+        except BaseException as exc:  # noqa: B036 - the calls in flight are written first
             if error is None:
-                submit(pool)  # refill the freed slots before writing, so calls never wait on it
-            for future, key in keys.items():
-                try:
-                    verdict = future.result()
-                    if verdict.status == "skipped":
-                        run.skipped_budget += 1
-                        continue
-                    _record(con, config, key, verdict, now, wanted[key][1])
-                    run.verdicts[key] = verdict
-                    run.judged += 1
-                    run.failed += verdict.status == "failed"
-                    run.calls += verdict.calls
-                    run.tokens += verdict.tokens
-                    done += 1
-                    if progress is not None:
-                        progress("judge claims", done, total)
-                except BaseException as exc:  # noqa: B036 - drained, then re-raised below
-                    if error is None:
-                        error = exc
-                    stopping = True
+                error = exc
+            no_new_calls.set()
+    caller.join()
     if error is not None:
         raise error
     if run.failed:
         log.warning("judge: %d of %d verdicts failed (counted as judge_failed, not 0)",
                     run.failed, run.judged)
     return run
+
+
+_ALL_ANSWERED = object()
+
+
+def _call_all(config: JudgeConfig, todo: list[tuple[str, tuple[str, ...], tuple[str, ...]]],
+              client, answers: queue.SimpleQueue, no_new_calls: threading.Event) -> None:
+    """The calls of judge_many, on an event loop of this thread: config.concurrency tasks take
+    items in turn and put on `answers` a (key, verdict) per item, the number of items the
+    budget left without a call, or the error that stopped them; then _ALL_ANSWERED. They start
+    no new item once no_new_calls is set (by them, or by the writer)."""
+    budget = _Budget(config.max_calls, config.max_tokens)
+    pending = iter(todo)
+
+    async def take_turns(client) -> None:
+        while not no_new_calls.is_set():
+            item = next(pending, None)
+            if item is None:
+                return
+            key, claims, contexts = item
+            if not claims or not contexts:
+                answers.put((key, _without_call(claims, contexts)))
+                continue
+            if not budget.has_room(estimate_tokens(config, claims, contexts)):
+                answers.put(1 + sum(1 for _ in pending))
+                no_new_calls.set()
+                return
+            try:
+                verdict = await _judge_claims(config, claims, list(contexts), client, budget)
+            except Exception as exc:  # handed to the writer, which raises it
+                answers.put(exc)
+                no_new_calls.set()
+                return
+            answers.put((key, verdict))
+
+    async def call_all() -> None:
+        if client is not None:
+            await asyncio.gather(*(take_turns(client) for _ in range(config.concurrency)))
+            return
+        async with make_async_client(config) as own:
+            await asyncio.gather(*(take_turns(own) for _ in range(config.concurrency)))
+
+    try:
+        asyncio.run(call_all())
+    except BaseException as exc:  # noqa: B036 - handed to the writer, which raises it
+        answers.put(exc)
+    finally:
+        answers.put(_ALL_ANSWERED)
 
 
 def _record(con, config: JudgeConfig, key: str, verdict: Verdict, now: datetime,

@@ -273,11 +273,12 @@ def test_gold_set_has_300_goldens_and_ten_without_evidence(world):
     gold = _read_gold(world)
     assert [g["gold_id"] for g in gold] == [f"g-{i:03d}" for i in range(1, 301)]
     assert all(list(g) == ["gold_id", "question", "reference", "gold_chunk_ids",
-                           "gold_passages"] for g in gold)
+                           "gold_passages", "claims"] for g in gold)
     assert len({_normalize(g["question"]) for g in gold}) == 300
     empty = [g for g in gold if not g["gold_chunk_ids"]]
     assert len(empty) == 10
-    assert all(g["gold_passages"] == [] and g["reference"] is None for g in empty)
+    assert all(g["gold_passages"] == [] and g["reference"] is None and g["claims"] == []
+               for g in empty)
     with_evidence = [g for g in gold if g["gold_chunk_ids"]]
     for g in with_evidence:
         assert 1 <= len(g["gold_chunk_ids"]) <= 4
@@ -285,6 +286,9 @@ def test_gold_set_has_300_goldens_and_ten_without_evidence(world):
         assert len(g["gold_passages"]) == len(g["gold_chunk_ids"])
         # One reference sentence per passage; the first states the passage's value.
         assert g["reference"].count(". ") + 1 == len(g["gold_passages"])
+        # The claims are the reference's sentences, so the claims route splits nothing.
+        assert g["claims"] and " ".join(g["claims"]) == g["reference"]
+        assert len(g["claims"]) == len(g["gold_passages"])
         value = g["gold_passages"][0].rsplit(" is ", 1)[1].rstrip(".")
         assert value in g["reference"]
     all_chunks = [cid for g in gold for cid in g["gold_chunk_ids"]]

@@ -13,7 +13,9 @@ nothing reads the clock.
 
 The modules, in the order the generator uses them: `shape` and `vocabulary` (the world's
 constants and words), `catalogue` (index growth, gold set, chunk texts), `simulate` (requests
-and their rankings), `write` (the files), and `world`, which runs the steps.
+and their rankings), `write` (the files), and `world`, which runs the steps. `run` then runs
+the pipeline on a world as `recallwatch demo` does, the claims route on a bounded sample when a
+judge is configured.
 """
 
 from pipeline.demo.world import DemoWorld, generate_demo_world

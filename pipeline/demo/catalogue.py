@@ -54,6 +54,7 @@ class Golden:
     gold_id: str
     question: str
     reference: str | None
+    claims: tuple[str, ...]  # the reference's sentences, one claim each (the claims route)
     chunk_numbers: tuple[int, ...]
     passages: tuple[str, ...]  # the texts of its gold chunks
     gold_passages: tuple[str, ...]  # the same facts as the gold set words them
@@ -112,6 +113,7 @@ def make_goldens(rng: np.random.Generator, chunks_on_day_one: int) -> list[Golde
             gold_id=f"g-{i + 1:03d}",
             question=question,
             reference=" ".join(claims) if n else None,
+            claims=tuple(claims) if n else (),
             chunk_numbers=tuple(int(c) for c in chunk_numbers[used:used + n]),
             passages=tuple(passages) if n else (),
             gold_passages=tuple(gold_passages) if n else (),

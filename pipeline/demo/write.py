@@ -42,6 +42,8 @@ def write_gold(path: Path, goldens: list[Golden], chunks: Chunks) -> None:
             "reference": g.reference,
             "gold_chunk_ids": [chunks.ids[n].as_py() for n in g.chunk_numbers],
             "gold_passages": list(g.gold_passages),
+            # Given, so the claims route needs no judge call to split the reference.
+            "claims": list(g.claims),
         }))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 

@@ -1,0 +1,124 @@
+"""`recallwatch demo` end to end (pipeline/demo/run.py through the CLI), on a demo world cut to
+three days of 200 requests: with a judge (the loopback OpenAI-compatible server of
+tests/judge_server.py, whose words_judge attributes a claim when its words are in the context)
+it scores the claims route on a sample of at most CLAIMS_CALLS_PER_DAY calls a day, prints the
+route and what the judge did, and writes the route's report; a second demo run makes no call.
+Without a judge it says in one line how to configure one, and scores no claims."""
+
+from __future__ import annotations
+
+import re
+import sys
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from judge_server import JudgeServer  # noqa: E402
+
+import pipeline.demo  # noqa: E402
+from pipeline.demo.run import CLAIMS_CALLS_PER_DAY  # noqa: E402
+from pipeline.warehouse import connect  # noqa: E402
+
+DAYS, PER_DAY = 3, 200
+JUDGE_ENV = ("RECALLWATCH_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL")
+SECRET = "sk-demo-RECALLWATCH-0b7e"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def small_world(monkeypatch):
+    """The demo's world generator, cut to DAYS days of PER_DAY requests (the CLI imports it from
+    pipeline.demo when it runs)."""
+    monkeypatch.setattr(pipeline.demo, "generate_demo_world",
+                        partial(pipeline.demo.generate_demo_world, days=DAYS,
+                                requests_per_day=PER_DAY))
+
+
+def demo(run_cli, tmp_path):
+    return run_cli("demo", "--dir", tmp_path / "world", "--out", tmp_path / "reports")
+
+
+def claims_rows(warehouse) -> tuple[dict, int, int]:
+    with connect(warehouse, read_only=True) as con:
+        statuses = dict(con.sql("SELECT status, count(*) FROM request_scores "
+                                "WHERE route = 'claims' GROUP BY status").fetchall())
+        metrics = con.sql("SELECT count(*) FROM window_metrics WHERE route = 'claims' "
+                          "AND grain = 'day' AND slice = 'all' AND k = 5 AND n > 0"
+                          ).fetchall()[0][0]
+        verdicts = con.sql("SELECT count(*) FROM judge_verdicts").fetchall()[0][0]
+    return statuses, metrics, verdicts
+
+
+def test_demo_with_a_judge_scores_a_bounded_claims_sample_and_reports_it(
+        run_cli, warehouse, tmp_path, monkeypatch, small_world):
+    with JudgeServer(api_key=SECRET) as server:
+        monkeypatch.setenv("RECALLWATCH_JUDGE_MODEL", "demo-judge")
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        code, out, err = demo(run_cli, tmp_path)
+        assert code == 0, err
+        calls = server.calls
+        assert 0 < calls <= DAYS * CLAIMS_CALLS_PER_DAY
+        assert all(entry["authorized"] for entry in server.log)
+        # The gold set gives the claims: no call splits a reference.
+        assert all(entry["response_format"]["json_schema"]["name"]
+                   == "context_recall_classifications" for entry in server.log)
+
+        again, out_again, err_again = demo(run_cli, tmp_path)
+        assert again == 0, err_again
+        assert server.calls == calls   # every verdict came from the warehouse cache
+
+    assert re.search(r"^claims route \(RAGAS LLM, judge demo-judge, .*\): idx-v1 \d\.\d{3} → "
+                     r"\d\.\d{3} \(mean recall@5, first → last day\)$", out, re.M), out
+    tally = re.search(r"^judge \(demo-judge, at most 10 calls a day\): made (\d+) call\(s\)",
+                      out, re.M)
+    assert tally and int(tally.group(1)) == calls, out
+    assert re.search(r"^judge \(demo-judge, .*\): made 0 call\(s\)", out_again, re.M), out_again
+    assert "set RECALLWATCH_JUDGE_MODEL" not in out
+    assert SECRET not in out + err + out_again + err_again
+
+    statuses, metrics, verdicts = claims_rows(warehouse)
+    assert 0 < statuses["scored"] <= DAYS * CLAIMS_CALLS_PER_DAY
+    assert statuses["not_judged"] > 0 and verdicts == calls
+    assert metrics == DAYS   # one daily window of the claims route with a mean per day
+
+    claims_report = tmp_path / "reports" / "claims" / "report.html"
+    assert f"claims route report: {claims_report.resolve()}" in out
+    html = claims_report.read_text(encoding="utf-8")
+    assert "route=claims" in html and 'data-route="claims"' in html
+    ids_report = (tmp_path / "reports" / "report.html").read_text(encoding="utf-8")
+    assert "<td>claims</td>" in ids_report   # listed among the routes in the warehouse
+    # The sample is judged once: a later `recallwatch run` here does not judge the rest.
+    code, config_out, _ = run_cli("config")
+    assert code == 0 and "routes ids,passages" in config_out
+
+
+def test_demo_without_a_judge_says_in_one_line_how_to_configure_one(
+        run_cli, warehouse, tmp_path, monkeypatch, small_world):
+    for name in JUDGE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    code, out, err = demo(run_cli, tmp_path)
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if "RECALLWATCH_JUDGE_MODEL" in line]
+    assert lines == ["claims route: set RECALLWATCH_JUDGE_MODEL and OPENAI_API_KEY (and "
+                     "OPENAI_BASE_URL for another server) to score reference claims too"]
+    assert "passages route (RAGAS NonLLM" in out
+    statuses, metrics, verdicts = claims_rows(warehouse)
+    assert (statuses, metrics, verdicts) == ({}, 0, 0)
+    assert not (tmp_path / "reports" / "claims").exists()
+    assert (tmp_path / "reports" / "report.html").exists()
+
+
+def test_demo_with_a_model_but_no_key_says_the_same_one_line(run_cli, tmp_path, monkeypatch,
+                                                               small_world):
+    monkeypatch.setenv("RECALLWATCH_JUDGE_MODEL", "demo-judge")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    code, out, err = demo(run_cli, tmp_path)
+    assert code == 0, err
+    assert [line for line in out.splitlines() if "OPENAI_API_KEY" in line] == [
+        "claims route: set RECALLWATCH_JUDGE_MODEL and OPENAI_API_KEY (and OPENAI_BASE_URL for "
+        "another server) to score reference claims too"]
