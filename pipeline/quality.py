@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.errors import RecallwatchError
-from pipeline.formats import is_parquet, native_file
+from pipeline.formats import is_parquet
 from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES, LOG_SUFFIXES
 from pipeline.sources import ReadOptions, deliveries, scheme
 from pipeline.warehouse import connect, queries, run_script, transaction
@@ -159,7 +159,7 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions):
     """One pandas row per record of the deliveries (the columns of sql/quality_frame.sql),
     each staged and judged as ingest stages and judges it."""
     from pipeline.ingest import fields
-    from pipeline.ingest.logs import stage_log_file
+    from pipeline.ingest.logs import native_delivery, stage_log_file
 
     with connect(":memory:") as con:
         run_script(con, "quality_frame")
@@ -167,9 +167,10 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions):
             name = "/".join(delivery.source.rstrip("/").split("/")[-2:])
             with delivery.fetch() as fetched:
                 try:
-                    with native_file(fetched, options) as (path, line_column):
+                    with native_delivery(delivery, fetched, options) as (
+                            path, line_column, records):
                         stage_log_file(con, path, max_record_bytes, line_column=line_column,
-                                       shown_as=delivery.source)
+                                       shown_as=delivery.source, json_records=records)
                         rows = bool(line_column) or is_parquet(path)
                 except duckdb.OutOfMemoryException:
                     raise  # not the file's fault

@@ -7,11 +7,13 @@ its columns (Parquet) or its first records' keys (JSON), the columns it expects 
 error for a file that matches no format), and `to_native(path, out, options)`, which writes the
 file's requests to `out` as a native Parquet file with one more column, `line`: the line (JSON)
 or row (Parquet) of the input that the request came from, 1-based, so that quarantine points
-at the input. `--format` chooses a format explicitly; otherwise the first that recognises the
+at the input, and optionally `problem`: why a record could not be converted (its quarantine
+reason). `--format` chooses a format explicitly; otherwise the first that recognises the
 file is used, native first."""
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import tempfile
@@ -26,12 +28,17 @@ from pipeline.errors import RecallwatchError
 
 NATIVE = "native"
 LINE_COLUMN = "line"
+# A converted file's column saying why a record could not be converted (NULL when it could):
+# the record is quarantined with that reason.
+PROBLEM_COLUMN = "problem"
 # The first JSON records read to recognise a file's format.
 SNIFF_RECORDS = 100
 SNIFF_BYTES = 8 * 1024 * 1024
-# A file holding any of these fields is in the native format (its records are judged one by
-# one, so a file of broken native records is quarantined record by record, not refused).
-NATIVE_KEYS = frozenset({"request_id", "retrieved", "retrieval_steps"})
+# A file holding either list of retrieved chunks is in the native format; one holding a
+# request_id that no other format recognises too (its records are judged one by one, so a
+# file of broken native records is quarantined record by record, not refused).
+NATIVE_LISTS = frozenset({"retrieved", "retrieval_steps"})
+NATIVE_KEYS = NATIVE_LISTS | {"request_id"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,10 @@ def is_parquet(path: Path) -> bool:
     return path.name.lower().endswith(".parquet")
 
 
+def is_csv(path: Path) -> bool:
+    return path.name.lower().endswith(".csv")
+
+
 def column_names(path: Path) -> tuple[frozenset[str], bool]:
     """The column names of a Parquet file, or the keys of the first JSON records of a JSON
     Lines file (a whole-document `.json` file: its top-level keys); and whether any record
@@ -68,6 +79,13 @@ def column_names(path: Path) -> tuple[frozenset[str], bool]:
             return frozenset(pq.read_schema(path).names), True
         except Exception:  # a broken file: staging names the problem
             return frozenset(), False
+    if is_csv(path):   # only other formats come as CSV (a RAGAS dataset): its header
+        try:
+            with open(path, encoding="utf-8-sig", newline="") as fh:
+                header = next(csv.reader(fh), None)
+        except (OSError, UnicodeDecodeError):
+            return frozenset(), False
+        return frozenset(h.strip() for h in header or ()), bool(header)
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     keys: set[str] = set()
     parsed = False
@@ -106,12 +124,16 @@ def detect(path: Path) -> str:
     quarantined one by one)."""
     _register_built_in()
     names, parsed = column_names(path)
-    if not parsed or names & NATIVE_KEYS:
+    csv_file = is_csv(path)   # native logs are JSON Lines or Parquet, never CSV
+    if not csv_file and (not parsed or names & NATIVE_LISTS):
         return NATIVE
     for fmt in _FORMATS.values():
         if fmt.recognises(names):
             return fmt.name
-    expected = [f"{NATIVE} (request_id, timestamp, retrieved or retrieval_steps)"]
+    if names & NATIVE_KEYS and not csv_file:
+        return NATIVE   # native records, if broken ones: each is quarantined with its reason
+    expected = [f"{NATIVE} (request_id, timestamp, retrieved or retrieval_steps; "
+                "JSON Lines or Parquet)"]
     expected += [f"{f.name} ({f.expects})" for f in _FORMATS.values()]
     shown = ", ".join(sorted(names)[:12]) + (", ..." if len(names) > 12 else "")
     raise RecallwatchError(
@@ -139,7 +161,7 @@ def _register_built_in() -> None:
 
 
 # Modules under pipeline/formats/ that register a Format when imported.
-_BUILT_IN: tuple[str, ...] = ()
+_BUILT_IN: tuple[str, ...] = ("pipeline.formats.openinference", "pipeline.formats.ragas")
 
 
 @contextmanager

@@ -2,7 +2,9 @@
 golden is checked row by row here, because its list fields arrive in three spellings (a JSON
 list, a JSON-encoded list in a CSV cell, or '|'-separated text); a bad golden goes to
 quarantine with its line and reason, and an identical repeat of a golden is the same golden.
-A version is immutable: the same content again is a no-op, different content an error."""
+A version is immutable: the same content again is a no-op, different content an error.
+A RAGAS dataset is a gold set too: its samples (records with `user_input` and no `question`)
+become goldens as pipeline/formats/ragas.py says."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import RecallwatchError
+from pipeline.formats import ragas
 from pipeline.ingest.files import (
     DEFAULT_MAX_RECORD_BYTES,
     TABLE_SUFFIXES,
@@ -53,8 +56,10 @@ def ingest_gold(con, path: str, version: str) -> FileResult:
     good: dict[str, tuple[int, dict]] = {}
     bad: list[tuple[int, str, str]] = []
     n_read = 0
-    for line, record, reason, raw in _gold_records(file):
+    for line, record, reason, raw in table_records(file):
         n_read += 1
+        if record is not None and ragas.is_sample(record):
+            record, reason = ragas.golden(record)
         if record is not None:
             row, reason = _check_golden(record)
         if reason:
@@ -90,9 +95,10 @@ def ingest_gold(con, path: str, version: str) -> FileResult:
                            n_read - len(bad), len(bad))
 
 
-def _gold_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, str]]:
-    """Yield (line, record or None, reason, raw) for each gold record of a JSONL/CSV/Parquet
-    file; raw is the record as read, for quarantine."""
+def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, str]]:
+    """Yield (line, record or None, reason, raw) for each record of a JSONL/CSV/Parquet
+    file (a gold set; a RAGAS dataset read as logs); raw is the record as read, for
+    quarantine."""
     name = path.name.lower()
     if name.endswith(".parquet"):
         try:

@@ -48,6 +48,8 @@ class ReadOptions:
 
 class Delivery(Protocol):
     source: str   # recorded in ingest_files.source and quarantine.source
+    # Optional `json_records = True`: fetch() gives native JSON records with their lines (a
+    # table's keys) as Parquet `line`, `record`, staged like JSONL lines, not by format.
 
     def digest(self) -> str: ...
 
@@ -76,7 +78,7 @@ class LocalFile:
 def scheme(given: str) -> str | None:
     """The URI scheme of a given source (s3, postgresql), None for a local path."""
     head, sep, _ = given.partition("://")
-    return head.lower() if sep and head.isalpha() else None
+    return head.lower() if sep and head[:1].isalpha() and head.isalnum() else None
 
 
 def deliveries(given: list[str], suffixes: tuple[str, ...],

@@ -1,0 +1,261 @@
+"""RAGAS evaluation datasets (EvaluationDataset saved as JSON Lines, CSV or Parquet: one
+single-turn sample a row, with `user_input`, `retrieved_contexts`, `retrieved_context_ids`,
+`reference`, `reference_contexts`, `reference_context_ids`, `response`) as a gold set and as
+request logs, so that one file can be both and its requests join their goldens.
+
+As a gold set (pipeline/ingest/gold.py turns each sample into a golden): question =
+user_input, gold_chunk_ids = reference_context_ids, gold_passages = reference_contexts,
+reference = reference. The gold_id is the sample's `gold_id`, `id` or `sample_id` column, else
+`ragas-` and the first 16 hex digits of the SHA-256 of user_input, so two samples asking the
+same question are one golden (a second one with other references is quarantined as a
+conflicting duplicate).
+
+As logs (the format `ragas`): query = user_input, retrieved = retrieved_context_ids in order,
+each with its text from retrieved_contexts; a sample with texts but no IDs names each chunk by
+its content (`sha256:` and 16 hex digits), which the passages route can score but no gold ID
+matches. gold_id is the gold set's, so the same file joins itself. request_id is the
+`request_id`, `id` or `sample_id` column, else `ragas-<first 12 hex digits of the file's
+SHA-256>-<line>`, stable for the same content wherever it is read from. A log needs a time and
+an index version, which RAGAS has no column for: the file must have `timestamp` and
+`index_version` columns (or name its own with `--columns timestamp=COL,index_version=COL`),
+and a file without them is refused, naming them. `session_id`, `index_size`, `k`, `turn` and
+`tags` are read from columns of those names when present. List columns may be lists, JSON
+text, or Python list text (as pandas writes a list to CSV). Multi-turn samples (user_input a
+list of messages) are quarantined."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.errors import RecallwatchError
+from pipeline.formats import LINE_COLUMN, Format, is_parquet, register
+
+NAME = "ragas"
+USER_INPUT = "user_input"
+RETRIEVED_CONTEXTS = "retrieved_contexts"
+RETRIEVED_CONTEXT_IDS = "retrieved_context_ids"
+REFERENCE = "reference"
+REFERENCE_CONTEXTS = "reference_contexts"
+REFERENCE_CONTEXT_IDS = "reference_context_ids"
+RESPONSE = "response"
+
+GOLD_ID_COLUMNS = ("gold_id", "id", "sample_id")
+REQUEST_ID_COLUMNS = ("request_id", "id", "sample_id")
+# Native fields a log needs that a RAGAS sample does not have.
+REQUIRED_FIELDS = ("timestamp", "index_version")
+# Native fields read from a column of their own name (or the one --columns names).
+OPTIONAL_FIELDS = ("session_id", "index_size", "k", "turn", "tags")
+MULTI_TURN = f"{USER_INPUT} is not a string (multi-turn samples are not supported)"
+
+_ITEM = pa.struct([("chunk_id", pa.string()), ("rank", pa.int64()), ("score", pa.float64()),
+                   ("text", pa.string())])
+SCHEMA = pa.schema([
+    (LINE_COLUMN, pa.int64()),
+    ("request_id", pa.string()),
+    ("timestamp", pa.string()),
+    ("query", pa.string()),
+    ("gold_id", pa.string()),
+    ("index_version", pa.string()),
+    ("session_id", pa.string()),
+    # numbers as float64: validation refuses a fractional one, and a value that is not a
+    # number is written as NaN, which it refuses with the field's own reason
+    ("index_size", pa.float64()),
+    ("k", pa.float64()),
+    ("turn", pa.float64()),
+    ("tags", pa.map_(pa.string(), pa.string())),
+    ("retrieved", pa.list_(_ITEM)),
+    ("response", pa.string()),
+    ("problem", pa.string()),
+    ("input", pa.string()),
+])
+
+_BAD = object()   # a list column whose value is not a list
+
+
+def recognises(names: frozenset[str]) -> bool:
+    return USER_INPUT in names and bool(names & {RETRIEVED_CONTEXT_IDS, RETRIEVED_CONTEXTS})
+
+
+def is_sample(record: dict) -> bool:
+    """A gold-set record that is a RAGAS sample rather than a native golden."""
+    return USER_INPUT in record and "question" not in record
+
+
+def gold_id(record: dict) -> str | None:
+    """The sample's golden: its id column, else a hash of its user_input."""
+    for column in GOLD_ID_COLUMNS:
+        value = _id(record.get(column))
+        if value is not None:
+            return value
+    question = record.get(USER_INPUT)
+    if not isinstance(question, str):
+        return None
+    return "ragas-" + hashlib.sha256(question.encode("utf-8")).hexdigest()[:16]
+
+
+def golden(record: dict) -> tuple[dict | None, str | None]:
+    """A RAGAS sample as a native golden record (checked afterwards like any golden), or the
+    reason it cannot be one."""
+    if not isinstance(record.get(USER_INPUT), str):
+        return None, MULTI_TURN
+    native = {"gold_id": gold_id(record), "question": record[USER_INPUT],
+              "reference": record.get(REFERENCE) or None}
+    for field, column in (("gold_chunk_ids", REFERENCE_CONTEXT_IDS),
+                          ("gold_passages", REFERENCE_CONTEXTS)):
+        items = _list(record.get(column))
+        if items is _BAD:
+            return None, f"{column} is not a list"
+        native[field] = items or []
+    return native, None
+
+
+def to_native(path: Path, out: Path, options) -> None:
+    """Write the samples of a RAGAS dataset as native requests (see the module)."""
+    from pipeline.ingest.files import RAW_LIMIT, file_hash
+    from pipeline.ingest.gold import table_records
+
+    columns = _columns(getattr(options, "columns", ()) or ())
+    records = list(table_records(path))
+    present = set(pq.read_schema(path).names) if is_parquet(path) else {
+        key for _, record, _, _ in records if record for key in record}
+    missing = [f"{field} (column {columns[field]})" if columns[field] != field else field
+               for field in REQUIRED_FIELDS if columns[field] not in present]
+    if records and missing:
+        raise RecallwatchError(
+            f"{path}: a RAGAS dataset read as logs needs {' and '.join(missing)}, which it "
+            f"lacks: add {'them' if len(missing) > 1 else 'it'} (timestamp: when the sample "
+            "was answered, ISO-8601; index_version: the index it was retrieved from), or "
+            "name the columns that hold them with --columns timestamp=COLUMN,"
+            "index_version=COLUMN.")
+    digest = file_hash(path)[:12]
+    rows = []
+    for line, record, reason, raw in records:
+        if record is None:
+            rows.append({LINE_COLUMN: line, "problem": reason,
+                         "input": raw[:RAW_LIMIT] if raw else None})
+        else:
+            rows.append(_request(line, record, columns, digest))
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), out)
+
+
+def _columns(given) -> dict[str, str]:
+    names = {field: field for field in (*REQUIRED_FIELDS, *OPTIONAL_FIELDS)}
+    for field, column in given:
+        if field not in names:
+            raise RecallwatchError(
+                f"--columns: {field} cannot be read from another column of a RAGAS dataset; "
+                f"these can: {', '.join(names)}.")
+        names[field] = column
+    return names
+
+
+def _request(line: int, record: dict, columns: dict[str, str], digest: str) -> dict:
+    request_id = next((v for c in REQUEST_ID_COLUMNS if (v := _id(record.get(c))) is not None),
+                      f"ragas-{digest}-{line}")
+    query = record.get(USER_INPUT)
+    row = {LINE_COLUMN: line, "request_id": request_id,
+           "timestamp": _instant(record.get(columns["timestamp"])),
+           "query": query if isinstance(query, str) else None,
+           "gold_id": gold_id(record),
+           "index_version": _id(record.get(columns["index_version"])),
+           "session_id": _id(record.get(columns["session_id"])),
+           "response": record.get(RESPONSE) if isinstance(record.get(RESPONSE), str) else None}
+    for field in ("index_size", "k", "turn"):
+        row[field] = _number(record.get(columns[field]))
+    tags = record.get(columns["tags"])
+    if isinstance(tags, str) and tags.strip().startswith("{"):
+        try:
+            tags = json.loads(tags)
+        except ValueError:
+            pass
+    if isinstance(tags, dict):
+        row["tags"] = [(str(k), v if isinstance(v, str) else json.dumps(v))
+                       for k, v in tags.items() if v is not None]
+    retrieved, problem = _retrieved(record)
+    row["retrieved"] = retrieved
+    row["problem"] = MULTI_TURN if not isinstance(query, str) and query is not None else problem
+    return row
+
+
+def _retrieved(record: dict) -> tuple[list[dict] | None, str | None]:
+    ids = _list(record.get(RETRIEVED_CONTEXT_IDS), ids=True)
+    texts = _list(record.get(RETRIEVED_CONTEXTS))
+    for column, value in ((RETRIEVED_CONTEXT_IDS, ids), (RETRIEVED_CONTEXTS, texts)):
+        if value is _BAD:
+            return None, f"{column} is not a list"
+    if ids is None and texts is None:
+        return None, f"neither {RETRIEVED_CONTEXT_IDS} nor {RETRIEVED_CONTEXTS} is set"
+    if ids is not None and texts is not None and len(ids) != len(texts):
+        return None, (f"{RETRIEVED_CONTEXT_IDS} and {RETRIEVED_CONTEXTS} differ in length "
+                      f"({len(ids)} and {len(texts)})")
+    if ids is None:
+        ids = [None if not isinstance(t, str) else
+               "sha256:" + hashlib.sha256(t.encode("utf-8")).hexdigest()[:16] for t in texts]
+    return [{"chunk_id": chunk_id, "rank": rank,
+             "text": texts[rank - 1] if texts is not None and isinstance(texts[rank - 1], str)
+             else None}
+            for rank, chunk_id in enumerate(ids, start=1)], None
+
+
+def _list(value, *, ids: bool = False):
+    """A list column's value as a list (IDs as text; None for an item that is no ID), None when
+    absent or empty text, _BAD when it is something else."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = json.loads(text)
+        except ValueError:
+            try:
+                value = ast.literal_eval(text)    # pandas writes a list to CSV as its repr
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return _BAD
+    if not isinstance(value, list | tuple):
+        return _BAD
+    return [_id(item) for item in value] if ids else list(value)
+
+
+def _id(value) -> str | None:
+    """An ID as the text it compares as (7 and "7" are one ID); blank or non-scalar is none."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    text = str(value)
+    return text if text.strip() else None
+
+
+def _instant(value) -> str | None:
+    """A timestamp cell as ISO-8601 text (a naive datetime is UTC); any other value as its
+    text, for validation to judge."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, datetime):
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _number(value) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return float(str(value))
+    except ValueError:
+        return float("nan")
+
+
+register(Format(
+    name=NAME,
+    expects=f"{USER_INPUT}, {RETRIEVED_CONTEXT_IDS} or {RETRIEVED_CONTEXTS}",
+    recognises=recognises,
+    to_native=to_native,
+))

@@ -1,0 +1,430 @@
+"""Log formats (pipeline/formats): OpenInference spans, written by the OpenTelemetry SDK through
+its OTLP encoder or laid out as Phoenix's spans table, and RAGAS datasets load as the same
+requests as their native records and score the same; a RAGAS dataset is a gold set too, and
+its requests' recall is RAGAS's ID-based context recall; detection names what it expects."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+
+import pandas as pd
+import pytest
+from google.protobuf.json_format import MessageToDict
+from openinference.semconv.trace import (
+    DocumentAttributes,
+    OpenInferenceSpanKindValues,
+    SpanAttributes,
+)
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from pipeline.ingest import ingest_gold, ingest_logs
+from pipeline.score import score
+from tests.conftest import golden, write_jsonl
+
+CUTOFFS = (1, 3, 5, 10, 100)
+T0 = datetime(2026, 11, 1, 10, 0, 0, 123456, tzinfo=UTC)
+
+
+# ------------------------------------------------------------------ an instrumented RAG app
+
+class OtlpJsonLines(SpanExporter):
+    """Writes each export as one ExportTraceServiceRequest a line, encoded by the OTLP
+    exporters' own encoder: ids as hex (the OTLP/JSON spec, as the collector's file exporter
+    writes them) or as protobuf's JSON printer leaves them (base64)."""
+
+    def __init__(self, path, ids: str = "hex"):
+        self.path, self.ids = path, ids
+
+    def export(self, spans) -> SpanExportResult:
+        message = MessageToDict(encode_spans(spans))
+        if self.ids == "hex":
+            for resource in message["resourceSpans"]:
+                for scope in resource["scopeSpans"]:
+                    for span in scope["spans"]:
+                        for key in ("traceId", "spanId", "parentSpanId"):
+                            if key in span:
+                                span[key] = base64.b64decode(span[key]).hex()
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(message) + "\n")
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+
+def nanos(seconds: float) -> int:
+    return int(T0.timestamp() * 1e6) * 1000 + int(seconds * 1e9)
+
+
+def run_app(tracer, case: dict, at: float) -> str:
+    """One request of a RAG app instrumented with OpenInference: a CHAIN root, one RETRIEVER
+    span per retrieval step (none when `steps` is empty), an LLM span. Returns the trace id."""
+    S, D = SpanAttributes, DocumentAttributes
+    kinds = OpenInferenceSpanKindValues
+    metadata = {"index_version": "idx-1", "gold_id": case["gold_id"], "tenant": "acme"}
+    with tracer.start_as_current_span("rag", start_time=nanos(at), attributes={
+            S.OPENINFERENCE_SPAN_KIND: kinds.CHAIN.value, S.INPUT_VALUE: case["query"],
+            S.OUTPUT_VALUE: "an answer", S.SESSION_ID: case["session"],
+            S.METADATA: json.dumps(metadata), S.TAG_TAGS: ["beta"]}) as root:
+        for n, step in enumerate(case["steps"]):
+            attributes = {S.OPENINFERENCE_SPAN_KIND: kinds.RETRIEVER.value,
+                          S.INPUT_VALUE: case["query"]}
+            for i, (chunk_id, chunk_score) in enumerate(step):
+                prefix = f"{S.RETRIEVAL_DOCUMENTS}.{i}."
+                attributes[prefix + D.DOCUMENT_ID] = chunk_id
+                attributes[prefix + D.DOCUMENT_SCORE] = chunk_score
+                attributes[prefix + D.DOCUMENT_CONTENT] = f"text of {chunk_id}"
+            with tracer.start_as_current_span("retrieve", start_time=nanos(at + 0.1 + n / 10),
+                                              attributes=attributes):
+                pass
+        with tracer.start_as_current_span("llm", start_time=nanos(at + 0.5), attributes={
+                S.OPENINFERENCE_SPAN_KIND: kinds.LLM.value, S.INPUT_VALUE: "a long prompt",
+                S.OUTPUT_VALUE: "an answer"}):
+            pass
+        return format(root.get_span_context().trace_id, "032x")
+
+
+CASES = [
+    # found 2 of 3 in one step
+    {"query": "minimum balance?", "gold_id": "g-1", "session": "s-1",
+     "steps": [[("a", 0.9), ("x", 0.5), ("b", 0.4)]]},
+    # agentic: c and a only in the second step
+    {"query": "fee?", "gold_id": "g-2", "session": "s-1",
+     "steps": [[("x", 0.8), ("y", 0.7)], [("c", 0.9), ("a", 0.6)]]},
+    # retrieval ran and found nothing: a real 0
+    {"query": "rural balance?", "gold_id": "g-1", "session": "s-2", "steps": [[]]},
+]
+NO_RETRIEVAL = {"query": "hello", "gold_id": "g-1", "session": "s-2", "steps": []}
+GOLDENS = [golden("g-1", ["a", "b", "c"]), golden("g-2", ["a", "c"], question="fee?")]
+
+
+def traced(exporter, cases) -> list[str]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("rag-app")
+    trace_ids = [run_app(tracer, case, at=60.0 * n) for n, case in enumerate(cases)]
+    provider.shutdown()
+    return trace_ids
+
+
+def native_records(trace_ids, cases) -> list[dict]:
+    """The native log records the traced requests are."""
+    records = []
+    for n, (trace_id, case) in enumerate(zip(trace_ids, cases, strict=True)):
+        steps = [[{"chunk_id": c, "rank": r, "score": s, "text": f"text of {c}"}
+                  for r, (c, s) in enumerate(step, start=1)] for step in case["steps"]]
+        record = {"request_id": trace_id,
+                  "timestamp": datetime.fromtimestamp(nanos(60.0 * n) / 1e9, UTC)
+                  .strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                  "query": case["query"], "gold_id": case["gold_id"],
+                  "index_version": "idx-1", "session_id": case["session"],
+                  "tags": {"tenant": "acme", "beta": "true"}}
+        if len(steps) == 1:
+            record["retrieved"] = steps[0]
+        else:
+            record["retrieval_steps"] = steps
+        records.append(record)
+    return records
+
+
+def outcome(con) -> dict:
+    """What scoring made of the warehouse's requests, source and line aside."""
+    return {
+        "requests": sorted(con.sql(
+            "SELECT request_id, timestamp, query, gold_id, index_version, session_id, k, "
+            "n_steps, tags, retrieved FROM requests").fetchall()),
+        "scores": sorted(con.sql(
+            "SELECT request_id, route, status, k, needed, covered, recall, precision "
+            "FROM request_scores").fetchall()),
+        "at_k": sorted(con.sql("SELECT request_id, route, k, recall FROM recall_at_k")
+                       .fetchall()),
+    }
+
+
+def load_and_score(con, tmp_path, logs, **options) -> dict:
+    write_jsonl(tmp_path / "gold.jsonl", GOLDENS)
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    summary = ingest_logs(con, [str(logs)], **options)
+    score(con, cutoffs=CUTOFFS)
+    return {"summary": (summary.read, summary.loaded, summary.quarantined), **outcome(con)}
+
+
+@pytest.fixture
+def native_outcome(tmp_path_factory):
+    """The cases as native JSONL, loaded and scored: what every format must give."""
+    from pipeline.warehouse import connect
+
+    tmp = tmp_path_factory.mktemp("native")
+    trace_ids = traced(InMemorySpanExporter(), CASES)
+    with connect(":memory:") as con:
+        result = load_and_score(con, tmp, write_jsonl(tmp / "logs.jsonl",
+                                                      native_records(trace_ids, CASES)))
+    return trace_ids, result
+
+
+def replace_ids(result: dict, mapping: dict[str, str]) -> dict:
+    """The outcome with request ids renamed (trace ids differ between two SDK runs)."""
+    def rename(rows):
+        return sorted((mapping.get(r[0], r[0]), *r[1:]) for r in rows)
+    return {key: rename(rows) if key != "summary" else rows for key, rows in result.items()}
+
+
+# ---------------------------------------------------------------------------- OpenInference
+
+@pytest.mark.parametrize("ids", ["hex", "base64"])
+def test_otlp_json_lines_from_the_sdk_score_as_the_native_records(con, tmp_path, ids,
+                                                                   native_outcome):
+    path = tmp_path / "traces.jsonl"
+    trace_ids = traced(OtlpJsonLines(path, ids), CASES)
+    result = load_and_score(con, tmp_path, path)
+    native_ids, expected = native_outcome
+    assert result == replace_ids(expected, dict(zip(native_ids, trace_ids, strict=True)))
+    assert result["summary"] == (3, 3, 0)
+
+
+def test_agentic_trace_is_scored_over_the_union_of_its_retriever_spans(con, tmp_path):
+    path = tmp_path / "traces.jsonl"
+    trace_ids = traced(OtlpJsonLines(path), CASES)
+    load_and_score(con, tmp_path, path)
+    assert con.sql("SELECT n_steps FROM requests WHERE request_id = $r",
+                   params={"r": trace_ids[1]}).fetchall() == [(2,)]
+    # both gold chunks came back only in the second step
+    assert con.sql("SELECT status, needed, covered, recall FROM request_scores "
+                   "WHERE request_id = $r", params={"r": trace_ids[1]}).fetchall() == [
+        ("scored", 2, 2, 1.0)]
+    (first_step_only,) = con.sql("SELECT recall FROM recall_at_k WHERE request_id = $r "
+                                 "AND k = 1", params={"r": trace_ids[1]}).fetchall()[0]
+    assert first_step_only == 0.5   # top 1 of each step: x and c
+
+
+def test_phoenix_spans_table_scores_as_the_native_records(con, tmp_path, native_outcome):
+    exporter = InMemorySpanExporter()
+    trace_ids = traced(exporter, CASES)
+    phoenix_frame(exporter.get_finished_spans()).to_parquet(tmp_path / "spans.parquet")
+    result = load_and_score(con, tmp_path, tmp_path / "spans.parquet")
+    native_ids, expected = native_outcome
+    assert result == replace_ids(expected, dict(zip(native_ids, trace_ids, strict=True)))
+
+
+def test_phoenix_spans_as_json_lines_score_as_the_native_records(con, tmp_path,
+                                                                  native_outcome):
+    exporter = InMemorySpanExporter()
+    trace_ids = traced(exporter, CASES)
+    phoenix_frame(exporter.get_finished_spans()).reset_index().to_json(
+        tmp_path / "spans.jsonl", orient="records", lines=True, date_format="iso",
+        date_unit="us")
+    result = load_and_score(con, tmp_path, tmp_path / "spans.jsonl")
+    native_ids, expected = native_outcome
+    assert result == replace_ids(expected, dict(zip(native_ids, trace_ids, strict=True)))
+
+
+def phoenix_frame(spans) -> pd.DataFrame:
+    """Spans as Phoenix's get_spans_dataframe() lays them out: one row per span indexed by
+    context.span_id, attributes unflattened under `attributes.`, metadata parsed, documents a
+    list of {document.id, document.score, document.content}."""
+    S = SpanAttributes
+    rows = []
+    for span in spans:
+        attributes = dict(span.attributes)
+        documents: dict[int, dict] = {}
+        for key in [k for k in attributes if k.startswith(S.RETRIEVAL_DOCUMENTS + ".")]:
+            index, name = key[len(S.RETRIEVAL_DOCUMENTS) + 1:].split(".", 1)
+            documents.setdefault(int(index), {})[name] = attributes.pop(key)
+        row = {
+            "name": span.name, "span_kind": attributes[S.OPENINFERENCE_SPAN_KIND],
+            "parent_id": format(span.parent.span_id, "016x") if span.parent else None,
+            "start_time": pd.Timestamp(span.start_time, unit="ns", tz="UTC"),
+            "end_time": pd.Timestamp(span.end_time, unit="ns", tz="UTC"),
+            "status_code": "OK", "status_message": "",
+            "context.span_id": format(span.context.span_id, "016x"),
+            "context.trace_id": format(span.context.trace_id, "032x"),
+            "attributes.retrieval.documents":
+                [documents[i] for i in sorted(documents)] if documents else None,
+        }
+        for key, value in attributes.items():
+            row[f"attributes.{key}"] = (json.loads(value) if key == S.METADATA
+                                        else list(value) if isinstance(value, tuple) else value)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("context.span_id")
+
+
+def test_otlp_document_file_loads_like_its_lines(con, tmp_path, native_outcome):
+    lines = tmp_path / "traces.jsonl"
+    trace_ids = traced(OtlpJsonLines(lines), CASES)
+    spans = [span for line in lines.read_text().splitlines()
+             for span in json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]]
+    document = json.loads(lines.read_text().splitlines()[0])
+    document["resourceSpans"][0]["scopeSpans"][0]["spans"] = spans
+    (tmp_path / "traces.json").write_text(json.dumps(document, indent=2))
+    result = load_and_score(con, tmp_path, tmp_path / "traces.json")
+    native_ids, expected = native_outcome
+    assert result == replace_ids(expected, dict(zip(native_ids, trace_ids, strict=True)))
+
+
+def test_trace_without_retriever_and_bad_line_are_quarantined_not_dropped(con, tmp_path):
+    path = tmp_path / "traces.jsonl"
+    trace_ids = traced(OtlpJsonLines(path), [CASES[0], NO_RETRIEVAL])
+    with open(path, "a") as fh:
+        fh.write("{not json\n")
+    result = load_and_score(con, tmp_path, path)
+    assert result["summary"] == (3, 1, 2)
+    rows = con.sql("SELECT line, reason, raw FROM quarantine ORDER BY line").fetchall()
+    # the converter's own reasons, not the generic ones of the native checks
+    assert [r[1] for r in rows] == [
+        "trace has no RETRIEVER span: nothing was retrieved to score",
+        "line 6: invalid JSON"]
+    no_retriever, bad_line = (json.loads(r[2]) for r in rows)
+    assert no_retriever["request_id"] == trace_ids[1]
+    assert no_retriever["problem"].startswith("trace has no RETRIEVER span")
+    # one span a line: 3 of the first trace, 2 of the second (its root ends, and is exported,
+    # last), then the bad line; each quarantined at its line
+    assert [r[0] for r in rows] == [5, 6]
+    assert bad_line["problem"] == "line 6: invalid JSON"
+
+
+def test_columns_reads_index_version_from_another_attribute(con, tmp_path):
+    path = tmp_path / "traces.jsonl"
+    traced(OtlpJsonLines(path), CASES[:1])
+    load_and_score(con, tmp_path, path, options=read_options(
+        columns=f"index_version={SpanAttributes.METADATA}.tenant"))
+    # the metadata key read as a field is no tag; the one no longer read is
+    assert con.sql("SELECT index_version, tags FROM requests").fetchall() == [
+        ("acme", {"index_version": "idx-1", "beta": "true"})]
+
+
+def read_options(**given):
+    from pipeline.sources import read_options as options
+
+    return options(**given)
+
+
+# ------------------------------------------------------------------------------------ RAGAS
+
+SAMPLES = [
+    {"user_input": "minimum balance?", "retrieved_context_ids": ["a", "x", "b"],
+     "reference_context_ids": ["a", "b", "c"]},
+    {"user_input": "fee?", "retrieved_context_ids": ["c", "c", "a", "y"],
+     "reference_context_ids": ["a", "c"]},
+    {"user_input": "rural balance?", "retrieved_context_ids": [],
+     "reference_context_ids": ["r"]},
+    {"user_input": "kyc?", "retrieved_context_ids": [7, "k2"],
+     "reference_context_ids": ["7", "k9", "k2", "k3"]},
+    {"user_input": "nothing to compare?", "retrieved_context_ids": ["a"],
+     "reference_context_ids": []},
+]
+
+
+def ragas_dataset(samples=SAMPLES) -> list[dict]:
+    """EvaluationDataset rows, with the two columns a log needs."""
+    return [{**s, "retrieved_contexts": [f"text {c}" for c in s["retrieved_context_ids"]],
+             "reference_contexts": [f"text {c}" for c in s["reference_context_ids"]],
+             "reference": f"the answer to {s['user_input']}", "response": "an answer",
+             "timestamp": f"2026-11-01T10:0{n}:00Z", "index_version": "idx-1"}
+            for n, s in enumerate(samples)]
+
+
+def id_based_context_recall(retrieved: list, reference: list) -> float:
+    """RAGAS IDBasedContextRecall: |set(retrieved) & set(reference)| / |set(reference)| over
+    IDs as strings; NaN when there is no reference ID."""
+    got, needed = {str(i) for i in retrieved}, {str(i) for i in reference}
+    return float("nan") if not needed else len(got & needed) / len(needed)
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet", "csv"])
+def test_ragas_dataset_as_gold_set_and_logs_gives_ragas_id_based_recall(con, tmp_path,
+                                                                         suffix):
+    rows = ragas_dataset()
+    path = tmp_path / f"eval.{suffix}"
+    if suffix == "jsonl":
+        write_jsonl(path, rows)
+    elif suffix == "csv":   # lists as pandas writes them: Python reprs
+        pd.DataFrame(rows).to_csv(path, index=False)
+    else:
+        # a Parquet list column holds one type: the mixed 7 / "k2" become text
+        for row in rows:
+            row["retrieved_context_ids"] = [str(i) for i in row["retrieved_context_ids"]]
+        pd.DataFrame(rows).to_parquet(path)
+    gold = ingest_gold(con, str(path), "ragas-v1")
+    logs = ingest_logs(con, [str(path)])
+    assert (gold.loaded, logs.loaded, logs.quarantined) == (5, 5, 0)
+    score(con, cutoffs=CUTOFFS)
+    got = dict(con.sql("SELECT q.query, s.recall FROM request_scores s JOIN requests q "
+                       "USING (request_id) WHERE s.status = 'scored'").fetchall())
+    at_100 = dict(con.sql("SELECT q.query, r.recall FROM recall_at_k r JOIN requests q "
+                          "USING (request_id) WHERE r.k = 100").fetchall())
+    expected = {s["user_input"]: id_based_context_recall(s["retrieved_context_ids"],
+                                                         s["reference_context_ids"])
+                for s in SAMPLES}
+    assert max(len(s["retrieved_context_ids"]) for s in SAMPLES) <= 100
+    undefined = {q for q, r in expected.items() if r != r}
+    assert undefined == {"nothing to compare?"}
+    assert got == at_100 == {q: r for q, r in expected.items() if q not in undefined}
+    assert con.sql("SELECT status FROM request_scores JOIN requests USING (request_id) "
+                   "WHERE query = 'nothing to compare?'").fetchall() == [("no_evidence",)]
+
+
+def test_ragas_csv_gold_set_reads_lists_as_pandas_writes_them(con, tmp_path):
+    rows = ragas_dataset()
+    pd.DataFrame(rows).to_csv(tmp_path / "eval.csv", index=False)
+    write_jsonl(tmp_path / "eval.jsonl", rows)
+    ingest_gold(con, str(tmp_path / "eval.csv"), "csv")
+    ingest_gold(con, str(tmp_path / "eval.jsonl"), "jsonl")
+    by_version = {v: sorted(con.sql(
+        "SELECT gold_id, question, reference, gold_chunk_ids, gold_passages FROM goldens "
+        "WHERE gold_version = $v", params={"v": v}).fetchall()) for v in ("csv", "jsonl")}
+    assert by_version["csv"] == by_version["jsonl"] and len(by_version["csv"]) == 5
+    assert ["7", "k9", "k2", "k3"] in [g[3] for g in by_version["csv"]]
+
+
+def test_ragas_logs_without_a_timestamp_column_are_one_clear_error(run_cli, tmp_path):
+    rows = [{k: v for k, v in r.items() if k != "timestamp"} for r in ragas_dataset()]
+    write_jsonl(tmp_path / "eval.jsonl", rows)
+    code, _, err = run_cli("ingest", "logs", tmp_path / "eval.jsonl")
+    assert code == 2
+    assert "needs timestamp" in err and "--columns timestamp=COLUMN" in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, _ = run_cli("ingest", "logs", tmp_path / "eval.jsonl", "--columns",
+                           "timestamp=index_version")
+    assert code == 0 and "quarantined 5" in out   # 'idx-1' is no time: every sample says so
+
+
+def test_multi_turn_sample_is_quarantined(con, tmp_path):
+    rows = ragas_dataset(SAMPLES[:1])
+    rows.append({**rows[0], "user_input": [{"content": "hi", "type": "human"}]})
+    write_jsonl(tmp_path / "eval.jsonl", rows)
+    summary = ingest_logs(con, [str(tmp_path / "eval.jsonl")])
+    assert (summary.loaded, summary.quarantined) == (1, 1)
+    (raw,) = con.sql("SELECT raw FROM quarantine").fetchall()[0]
+    assert "multi-turn" in json.loads(raw)["problem"]
+
+
+# -------------------------------------------------------------------------------- detection
+
+def test_file_matching_no_format_is_one_error_naming_what_each_expects(run_cli, tmp_path):
+    write_jsonl(tmp_path / "other.jsonl", [{"question": "q", "contexts": ["c"]}])
+    code, _, err = run_cli("ingest", "logs", tmp_path / "other.jsonl")
+    assert code == 2
+    assert "matches no known log format (its columns: contexts, question)" in err
+    assert "native (request_id, timestamp, retrieved or retrieval_steps; JSON Lines or " \
+           "Parquet)" in err
+    assert "ragas (user_input, retrieved_context_ids or retrieved_contexts)" in err
+    assert "openinference (OTLP JSON with resourceSpans" in err
+    assert "Give --format to choose one." in err
+
+
+def test_format_option_overrides_detection(run_cli, tmp_path):
+    # a request_id column does not hide a RAGAS dataset's own columns from detection
+    rows = [{**r, "request_id": f"q-{n}"} for n, r in enumerate(ragas_dataset())]
+    write_jsonl(tmp_path / "eval.jsonl", rows)
+    code, out, _ = run_cli("ingest", "logs", tmp_path / "eval.jsonl")
+    assert code == 0 and "loaded 5, quarantined 0" in out
+    # --format native reads the same rows as native records: none has a retrieved list
+    code, out, _ = run_cli("ingest", "logs", tmp_path / "eval.jsonl", "--format", "native")
+    assert code == 0 and "loaded 0, quarantined 5" in out
+    code, _, err = run_cli("ingest", "logs", tmp_path / "eval.jsonl", "--format", "phoenix")
+    assert code == 2 and "unknown format 'phoenix'" in err

@@ -1,0 +1,410 @@
+"""The PostgreSQL source against the machine's server: a fresh database per test session,
+dropped after. A table's rows load as the same records written to a JSON Lines file would
+(same requests, same scores, same quarantine reasons, with the row's key as the line); an
+interval reads only its days; an unchanged day is skipped and a changed one read again; and a
+wrong server, database, table or privilege is one sentence without the password."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import secrets
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import RecallwatchError
+from pipeline.ingest import ingest_gold, ingest_logs
+from pipeline.score import score
+from pipeline.sources import read_options
+from pipeline.warehouse import connect
+from tests.conftest import golden, write_jsonl
+
+psycopg2 = pytest.importorskip("psycopg2")
+
+SERVER = "127.0.0.1:5432"
+PASSWORD = "s3cret-never-shown"
+RECALLWATCH = Path(sys.executable).parent / "recallwatch"
+
+
+def _admin(dbname: str = "postgres"):
+    con = psycopg2.connect(host="127.0.0.1", port=5432, user="root", dbname=dbname)
+    con.autocommit = True
+    return con
+
+
+@pytest.fixture(scope="session")
+def pg_database():
+    """A database of its own for this test session, dropped at the end."""
+    try:
+        admin = _admin()
+    except psycopg2.OperationalError as exc:
+        pytest.skip(f"PostgreSQL on {SERVER} is not reachable: {exc}")
+    name = f"recallwatch_src_{secrets.token_hex(4)}"
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.fixture
+def pg(pg_database):
+    """Run SQL in the session's database (autocommit)."""
+    con = _admin(pg_database)
+
+    def run(sql: str, params=None):
+        with con.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall() if cur.description else None
+
+    run.connection = con
+    yield run
+    con.close()
+
+
+@pytest.fixture
+def uri(pg_database) -> str:
+    return f"postgresql://root@{SERVER}/{pg_database}"
+
+
+def copy_rows(pg, table: str, columns: list[str], rows: list[tuple]) -> None:
+    """Insert rows with COPY (CSV: None is NULL)."""
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    buffer.seek(0)
+    with pg.connection.cursor() as cur:
+        cur.copy_expert(f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH (FORMAT csv)",
+                        buffer)
+
+
+LOG_TABLE = """CREATE TABLE {name} (
+    id bigint PRIMARY KEY, request_id text, "timestamp" timestamptz, query text, gold_id text,
+    index_version text, k integer, session_id text, retrieved jsonb, tags jsonb)"""
+LOG_COLUMNS = ["id", "request_id", "timestamp", "query", "gold_id", "index_version", "k",
+               "session_id", "retrieved", "tags"]
+DAY = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def log_rows(n: int, *, first_id: int = 1000, days: int = 3) -> list[dict]:
+    """n requests spread over `days` UTC days, keyed from first_id; every 997th is bad in one
+    of several ways, each a (row, reason) the file route gives the same record."""
+    bad = [
+        ("retrieved", "c-1,c-2", "retrieved is not a list"),
+        ("retrieved", [{"chunk_id": {"x": 1}}], "retrieved item 1 has a chunk_id that is not a "
+                                                "string"),
+        ("tags", ["acme"], "tags is not an object"),
+        ("query", None, "missing or null required field: query"),
+        ("retrieved", [{"chunk_id": "c-1", "rank": -3}], "has rank -3"),
+    ]
+    rows = []
+    for i in range(n):
+        ts = DAY + timedelta(seconds=i * days * 86400 // n)
+        row = {
+            "id": first_id + i, "request_id": f"r-{i}", "timestamp": ts, "query": f"q {i % 50}",
+            "gold_id": f"g-{i % 50}", "index_version": "idx-1", "k": 3 if i % 2 else None,
+            "session_id": f"s-{i % 300}",
+            "retrieved": [{"chunk_id": f"c-{(i + j) % 80}", "rank": j + 1, "score": 1 - j / 10}
+                          for j in range(4)],
+            "tags": {"tenant": "acme" if i % 3 else "globex"},
+            "reason": None,
+        }
+        if i % 997 == 5:
+            name, value, reason = bad[(i // 997) % len(bad)]
+            row[name] = value
+            row["reason"] = reason
+        rows.append(row)
+    return rows
+
+
+def load_table(pg, name: str, rows: list[dict]) -> None:
+    pg(LOG_TABLE.format(name=name))
+    copy_rows(pg, name, LOG_COLUMNS, [
+        (r["id"], r["request_id"], r["timestamp"].isoformat(), r["query"], r["gold_id"],
+         r["index_version"], r["k"], r["session_id"], json.dumps(r["retrieved"]),
+         json.dumps(r["tags"]))
+        for r in rows])
+
+
+def as_record(row: dict) -> dict:
+    """The row as a log record in a JSON Lines file."""
+    record = {k: v for k, v in row.items() if k not in ("id", "reason")}
+    record["timestamp"] = row["timestamp"].isoformat().replace("+00:00", "Z")
+    return record
+
+
+def options(table: str, **given):
+    return read_options(table=table, **given)
+
+
+def requests_of(con) -> list[tuple]:
+    return con.sql("SELECT * EXCLUDE (source, line) FROM requests ORDER BY request_id").fetchall()
+
+
+def scores_of(con) -> list[tuple]:
+    return con.sql("SELECT * FROM request_scores ORDER BY request_id, route").fetchall()
+
+
+@pytest.mark.slow
+def test_table_of_100k_requests_loads_and_scores_as_the_same_jsonl(pg, uri, tmp_path):
+    rows = log_rows(100_000)
+    load_table(pg, "logs_100k", rows)
+    write_jsonl(tmp_path / "logs.jsonl", [as_record(r) for r in rows])
+    write_jsonl(tmp_path / "gold.jsonl",
+                [golden(f"g-{g}", [f"c-{g}", f"c-{g + 1}"]) for g in range(50)])
+
+    with connect(tmp_path / "table.duckdb") as table_wh, \
+            connect(tmp_path / "file.duckdb") as file_wh:
+        from_table = ingest_logs(table_wh, [uri], options=options("logs_100k"))
+        from_file = ingest_logs(file_wh, [str(tmp_path / "logs.jsonl")])
+        bad = {r["id"]: r["reason"] for r in rows if r["reason"]}
+        assert len(bad) == 101
+
+        # one delivery per UTC day; counts reconcile; bad rows carry their key and reason
+        assert [f.source.rsplit("=", 1)[1] for f in from_table.files] == [
+            "2026-11-01", "2026-11-02", "2026-11-03"]
+        assert (from_table.read, from_table.loaded, from_table.quarantined) == (
+            100_000, 100_000 - len(bad), len(bad))
+        assert (from_file.loaded, from_file.quarantined) == (from_table.loaded,
+                                                             from_table.quarantined)
+        quarantined = table_wh.sql(
+            "SELECT line, reason, raw IS NOT NULL FROM quarantine ORDER BY line").fetchall()
+        assert [line for line, _, _ in quarantined] == sorted(bad)
+        for line, reason, has_raw in quarantined:
+            assert bad[line] in reason and has_raw
+        # the same reasons as the file gives the same records
+        def reasons(con):
+            return sorted(r for (r,) in con.sql("SELECT reason FROM quarantine").fetchall())
+        assert reasons(table_wh) == reasons(file_wh)
+
+        assert requests_of(table_wh) == requests_of(file_wh)
+        for wh in (table_wh, file_wh):
+            ingest_gold(wh, str(tmp_path / "gold.jsonl"), "v1")
+            score(wh)
+        table_scores = scores_of(table_wh)
+        assert len(table_scores) == 100_000 - len(bad)
+        assert table_scores == scores_of(file_wh)
+
+
+def test_reingest_skips_unchanged_days_and_rereads_a_changed_one(pg, uri, tmp_path):
+    rows = log_rows(300, days=3)
+    load_table(pg, "logs_change", rows)
+    with connect(tmp_path / "wh.duckdb") as con:
+        first = ingest_logs(con, [uri], options=options("logs_change"))
+        assert [f.skipped for f in first.files] == [False, False, False]
+        before = requests_of(con)
+
+        again = ingest_logs(con, [uri], options=options("logs_change"))
+        assert [f.skipped for f in again.files] == [True, True, True]
+        assert requests_of(con) == before
+
+        # one row of the second day changes, one of the third is deleted
+        pg("UPDATE logs_change SET query = 'changed' WHERE request_id = 'r-150'")
+        pg("DELETE FROM logs_change WHERE request_id = 'r-250'")
+        changed = ingest_logs(con, [uri], options=options("logs_change"))
+        assert [f.skipped for f in changed.files] == [True, False, False]
+        assert (changed.read, changed.loaded) == (100 + 99, 100 + 99)
+        assert con.sql("SELECT query FROM requests WHERE request_id = 'r-150'").fetchall() == [
+            ("changed",)]
+        assert con.sql("SELECT count(*) FROM requests WHERE request_id = 'r-250'"
+                       ).fetchall() == [(0,)]
+        # 300 rows, r-5 quarantined (retrieved not a list), r-250 deleted
+        assert con.sql("SELECT count(*) FROM requests").fetchall() == [(298,)]
+
+
+@pytest.mark.slow
+def test_interval_reads_only_its_days_through_a_view_that_refuses_other_rows(
+        pg, uri, tmp_path):
+    """Proof that reads are bounded: the view raises an error as soon as any row outside
+    2026-11-02 is evaluated, so a read that touched another day would fail. Run by the
+    installed CLI."""
+    rows = log_rows(300, days=3)
+    load_table(pg, "logs_all", rows)
+    pg("""CREATE FUNCTION only_nov_2(ts timestamptz, q text) RETURNS text
+          LANGUAGE plpgsql VOLATILE AS $$
+          BEGIN
+              IF ts < '2026-11-02T00:00Z' OR ts >= '2026-11-03T00:00Z' THEN
+                  RAISE EXCEPTION 'row of % read outside the interval', ts;
+              END IF;
+              RETURN q;
+          END $$""")
+    pg("""CREATE VIEW logs_guarded AS
+          SELECT request_id, "timestamp", only_nov_2("timestamp", query) AS query, gold_id,
+                 index_version, k, session_id, retrieved, tags FROM logs_all""")
+    warehouse = tmp_path / "wh.duckdb"
+
+    def cli(*args):
+        return subprocess.run([str(RECALLWATCH), "--warehouse", str(warehouse), "ingest",
+                               "logs", uri, "--table", "logs_guarded", *args],
+                              capture_output=True, text=True, timeout=120)
+
+    # the guard works: reading everything fails
+    unbounded = cli()
+    assert unbounded.returncode == 2
+    assert "read outside the interval" in unbounded.stderr
+
+    bounded = cli("--start", "2026-11-02T06:00:00Z", "--end", "2026-11-03")
+    assert bounded.returncode == 0, bounded.stderr
+    source = f"{uri}/public.logs_guarded?day=2026-11-02"
+    assert f"{source}: read 100, loaded 100, quarantined 0" in bounded.stdout
+    with connect(warehouse) as con:
+        assert con.sql("SELECT count(*), min(timestamp), max(timestamp) FROM requests"
+                       ).fetchall() == [(100, datetime(2026, 11, 2), datetime(2026, 11, 2, 23,
+                                                                                 45, 36))]
+        # a view has no key: lines are the rows' numbers in the day, in timestamp order
+        lines = con.sql("SELECT line FROM requests ORDER BY timestamp").fetchall()
+        assert [line for (line,) in lines] == list(range(1, 101))
+
+    again = cli("--start", "2026-11-02", "--end", "2026-11-03")
+    assert again.returncode == 0 and f"{source}: unchanged, skipped" in again.stdout
+
+
+def test_column_mapping_reads_fields_under_other_names(pg, uri, tmp_path):
+    pg("""CREATE TABLE rag_calls (seq integer PRIMARY KEY, rid text, created_at timestamp,
+          question text, golden text, idx text, steps jsonb, labels jsonb, note text)""")
+    pg("""INSERT INTO rag_calls VALUES
+          (7, 'a-1', '2026-11-05 09:30:00', 'what?', 'g-1', 'idx-2',
+           '[[{"chunk_id": "c-1", "rank": 1}], [{"chunk_id": 5, "rank": 1}]]',
+           '{"tenant": "acme"}', 'ignored'),
+          (8, 'a-2', '2026-11-05 10:00:00', 'why?', 'g-2', 'idx-2', '[{"chunk_id": "c-1"}]',
+           NULL, NULL)""")
+    mapping = ("request_id=rid,timestamp=created_at,query=question,gold_id=golden,"
+               "index_version=idx,retrieval_steps=steps,tags=labels")
+    with connect(tmp_path / "wh.duckdb") as con:
+        summary = ingest_logs(con, [uri], options=options("public.rag_calls", columns=mapping))
+        assert [f.source for f in summary.files] == [f"{uri}/public.rag_calls?day=2026-11-05"]
+        assert con.sql(
+            "SELECT request_id, timestamp, query, gold_id, index_version, n_steps, "
+            "list_sort(chunk_ids), tags['tenant'], line FROM requests").fetchall() == [
+            ("a-1", datetime(2026, 11, 5, 9, 30), "what?", "g-1", "idx-2", 2, ["5", "c-1"],
+             "acme", 7)]
+        assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [
+            (8, "retrieval_steps is not a list of lists")]
+
+    with connect(tmp_path / "wh2.duckdb") as con, \
+            pytest.raises(RecallwatchError) as missing:
+        ingest_logs(con, [uri], options=options("rag_calls", columns="request_id=rid"))
+    message = str(missing.value)
+    assert "has no column for timestamp, retrieved (or retrieval_steps)" in message
+    assert "seq (integer), rid (text), created_at (timestamp without time zone)" in message
+    assert "\n" not in message
+
+
+def test_line_column_names_the_rows_of_a_view(pg, uri, tmp_path):
+    pg("CREATE TABLE keyed (n bigint, request_id text, ts timestamptz, query text, "
+       "index_version text, retrieved jsonb)")
+    pg("""INSERT INTO keyed VALUES
+          (41, 'k-1', '2026-11-06 01:00Z', 'q', 'idx-1', '[{"chunk_id": "c"}]'),
+          (42, 'k-2', '2026-11-06 02:00Z', 'q', 'idx-1', '{"chunk_id": "c"}')""")
+    pg("CREATE VIEW keyed_view AS SELECT * FROM keyed")
+    with connect(tmp_path / "wh.duckdb") as con:
+        ingest_logs(con, [uri], options=options("keyed_view", columns="line=n,timestamp=ts"))
+        assert con.sql("SELECT line FROM requests").fetchall() == [(41,)]
+        assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [
+            (42, "retrieved is not a list")]
+
+
+@pytest.fixture
+def no_reader(pg, pg_database):
+    """A role that may connect but not read the table."""
+    role = f"rw_noread_{secrets.token_hex(3)}"
+    pg(f"CREATE ROLE {role} LOGIN")
+    pg(f"CREATE TABLE IF NOT EXISTS private_logs ({LOG_TABLE.split('(', 1)[1]}")
+    yield role
+    pg(f"DROP OWNED BY {role}")
+    pg(f"DROP ROLE {role}")
+
+
+@pytest.mark.parametrize("case", ["database", "port", "table", "privilege"])
+def test_a_wrong_source_is_one_sentence_without_the_password(
+        case, pg_database, no_reader, run_cli, monkeypatch):
+    monkeypatch.setenv("PGPASSWORD", "env-" + PASSWORD)
+    user, port, db, table = "root", 5432, pg_database, "private_logs"
+    if case == "database":
+        db = "no_such_database"
+    elif case == "port":
+        port = 5499
+    elif case == "table":
+        table = "no_such_table"
+    else:
+        user = no_reader
+    given = f"postgresql://{user}:{PASSWORD}@127.0.0.1:{port}/{db}"
+    code, out, err = run_cli("ingest", "logs", given, "--table", table)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert PASSWORD not in err + out and "env-" not in err + out
+    assert f"postgresql://{user}@127.0.0.1:{port}/{db}" in lines[0]
+    expected = {"database": 'database "no_such_database" does not exist',
+                "port": "Connection refused",
+                "table": "no table or view no_such_table",
+                "privilege": "permission denied for table private_logs"}[case]
+    assert expected in lines[0]
+
+
+def test_table_option_without_a_postgresql_source_is_refused(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [])
+    with connect(tmp_path / "wh.duckdb") as con, pytest.raises(RecallwatchError, match="--table"):
+        ingest_logs(con, [str(tmp_path / "a.jsonl")], options=options("logs"))
+
+
+def test_source_names_never_hold_the_password():
+    from pipeline.sources.postgres import redact
+
+    assert redact(f"postgresql://u:{PASSWORD}@db.example:6543/logs?sslmode=require") == (
+        "postgresql://u@db.example:6543/logs")
+    assert redact("postgres://u@h/logs") == "postgresql://u@h:5432/logs"
+
+
+def test_a_day_is_streamed_to_parquet_batch_by_batch(pg, uri):
+    """The driver holds a query with parameters whole in memory; the day's query has none, so
+    it arrives in several batches, each written as it comes (one row group each)."""
+    import pyarrow.parquet as pq
+
+    from pipeline.sources.postgres import postgres_deliveries
+
+    pg("""CREATE TABLE wide AS
+          SELECT g AS id, 'w-' || g AS request_id,
+                 '2026-11-07T00:00Z'::timestamptz + g * interval '1 second' AS "timestamp",
+                 repeat('long question ', 80) AS query, 'idx-1' AS index_version,
+                 '[{"chunk_id": "c-1"}]'::jsonb AS retrieved
+          FROM generate_series(1, 40000) g""")
+    pg("ALTER TABLE wide ADD PRIMARY KEY (id)")
+    (day,) = postgres_deliveries(uri, read_options(table="wide"))
+    assert day.source == f"{uri}/public.wide?day=2026-11-07"
+    with day.fetch() as path:
+        meta = pq.read_metadata(path)
+        assert meta.num_rows == 40000
+        assert meta.num_row_groups > 1
+        lines = pq.read_table(path, columns=["line"]).column("line").to_pylist()
+        assert lines == list(range(1, 40001))
+
+
+def test_a_row_over_the_size_limit_is_quarantined_with_its_key(pg, uri, tmp_path):
+    pg("CREATE TABLE sized (id integer PRIMARY KEY, request_id text, \"timestamp\" timestamptz, "
+       "query text, index_version text, retrieved jsonb)")
+    pg("""INSERT INTO sized VALUES
+          (1, 's-1', '2026-11-08T01:00Z', 'short', 'idx-1', '[{"chunk_id": "c"}]'),
+          (2, 's-2', '2026-11-08T02:00Z', repeat('x', 5000), 'idx-1', '[{"chunk_id": "c"}]')""")
+    with connect(tmp_path / "wh.duckdb") as con:
+        summary = ingest_logs(con, [uri], max_record_bytes=1000, options=options("sized"))
+        assert (summary.read, summary.loaded, summary.quarantined) == (2, 1, 1)
+        ((line, reason, raw),) = con.sql("SELECT line, reason, raw FROM quarantine").fetchall()
+        assert line == 2 and reason.startswith("record too large") and "s-2" in raw
+
+
+@pytest.mark.slow
+def test_quality_check_reads_a_table_day_as_ingest_does(pg, uri, run_cli):
+    load_table(pg, "logs_check", log_rows(300, days=3))
+    code, out, err = run_cli("check", "--logs", uri, "--table", "logs_check",
+                             "--start", "2026-11-01", "--end", "2026-11-02")
+    assert code == 0, out + err
+    assert "1 file, 100 records" in out
+    assert "all 100 records read as JSON objects" in out
