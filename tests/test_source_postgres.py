@@ -408,3 +408,33 @@ def test_quality_check_reads_a_table_day_as_ingest_does(pg, uri, run_cli):
     assert code == 0, out + err
     assert "1 file, 100 records" in out
     assert "all 100 records read as JSON objects" in out
+
+
+def test_a_scheduled_interval_gates_and_runs_from_the_table_as_the_dags_do(
+        pg, uri, tmp_path, monkeypatch):
+    """The DAGs' path: RECALLWATCH_LOG_TABLE names the table, logs_for_interval hands the
+    source over as it is, and the gate and `run` read only the interval's day from it."""
+    from pipeline import api
+
+    rows = log_rows(300, days=3)
+    load_table(pg, "logs_dag", rows)
+    write_jsonl(tmp_path / "gold.jsonl",
+                [golden(f"g-{g}", [f"c-{g}", f"c-{g + 1}"]) for g in range(50)])
+    monkeypatch.setenv("RECALLWATCH_LOG_TABLE", "logs_dag")
+    start, end = "2026-11-02T00:00:00", "2026-11-03T00:00:00"
+    paths = api.logs_for_interval(uri, start, end)
+    assert paths == [uri]
+
+    warehouse = tmp_path / "wh.duckdb"
+    gate = api.check_logs(warehouse, paths, start, end)
+    assert all(c["success"] for c in gate["checks"] if c["blocking"])
+    assert "100 records" in " ".join(c["detail"] for c in gate["checks"])
+
+    summary = api.run(warehouse, logs=paths, gold=str(tmp_path / "gold.jsonl"),
+                      gold_version="v1", start=start, end=end)
+    assert [f.source.rsplit("=", 1)[1] for f in summary.ingest.files] == ["2026-11-02"]
+    assert [d.date().isoformat() for d in summary.days_scored] == ["2026-11-02"]
+    with connect(warehouse, read_only=True) as con:
+        days = con.sql("SELECT DISTINCT timestamp::DATE::VARCHAR FROM requests").fetchall()
+        assert days == [("2026-11-02",)]
+        assert con.sql("SELECT count(*) FROM request_scores").fetchall()[0][0] == 100
