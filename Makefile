@@ -37,6 +37,7 @@ test-fast: venv
 	$(BIN)/python -m pytest -m "not slow and not browser"
 
 bench: venv
+	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/score_ids.py
 	$(BIN)/python bench/drift_sim.py
 

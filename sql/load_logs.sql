@@ -1,6 +1,8 @@
 -- load_logs: move one validated log file from staging into the warehouse.
 -- Grain: requests one row per request_id; request_copies one row per identical re-delivery;
--- quarantine one row per record that cannot be loaded. Input: stage_rejects, stage_checked.
+-- quarantine one row per record that cannot be loaded. Input: stage_rejects, stage_checked,
+-- and stage_lines (a JSONL file's lines, sql/stage_logs_jsonl.sql: the text of its quarantined
+-- records; dropped here once loaded).
 -- Parameters: $source (the file), $kind ('logs'), $raw_limit (characters of a bad record kept).
 -- Identical re-deliveries of a request load once; a request_id seen with two different
 -- contents is a conflict: every copy in this file is quarantined, and a copy that contradicts
@@ -52,28 +54,39 @@ LEFT JOIN staged_digest d USING (line)
 LEFT JOIN in_file f ON f.request_id = g.request_id
 LEFT JOIN loaded l ON l.request_id = g.request_id;
 
+-- a quarantined record's text is its line's (a Parquet row's is filled by
+-- fill_parquet_raw.sql): no staging table but stage_lines holds a file's text
+CREATE TEMP TABLE IF NOT EXISTS stage_lines (line BIGINT, text VARCHAR);
+
 INSERT INTO quarantine (kind, source, line, reason, raw)
 SELECT $kind, $source, line, reason, left(raw, $raw_limit)
 FROM stage_rejects
 UNION ALL
-SELECT $kind, $source, line, reason, left(raw, $raw_limit)
-FROM stage_checked WHERE reason IS NOT NULL
-UNION ALL
-SELECT $kind, $source, o.line, o.reason, left(c.raw, $raw_limit)
-FROM stage_outcome o JOIN stage_checked c USING (line)
-WHERE o.reason IS NOT NULL;
+SELECT $kind, $source, q.line, q.reason, left(l.text, $raw_limit)
+FROM (SELECT line, reason FROM stage_checked WHERE reason IS NOT NULL
+      UNION ALL
+      SELECT line, reason FROM stage_outcome WHERE reason IS NOT NULL) q
+LEFT JOIN stage_lines l USING (line);
 
 INSERT INTO request_copies (request_id, source, line)
 SELECT request_id, $source, line FROM stage_outcome WHERE reason IS NULL AND NOT insert_it;
 
+-- Most requests log one list, ranked in list order (ranks never fall) and without repeated
+-- chunks: their chunks' places are 1, 2, 3, ... in list order. The others (`reordered`) are
+-- placed by the general rule: sorted per step, each chunk kept at its best place.
 INSERT INTO requests
 WITH by_step AS (
     -- each step's chunks in ranking order: by logged rank, ties by logged order
-    SELECT c.*, list_sort(list_transform(c.retrieved, lambda x: {
+    SELECT c.line, c.n_steps, list_sort(list_transform(c.retrieved, lambda x: {
                'step': x.step, 'rank': x.rank, 'position': x.position, 'chunk_id': x.chunk_id}))
                AS ordered
     FROM stage_checked c
     SEMI JOIN stage_outcome o ON o.line = c.line AND o.insert_it
+    WHERE NOT (c.n_steps = 1
+               AND list_sort(list_transform(c.retrieved, lambda x: x.rank))
+                   = list_transform(c.retrieved, lambda x: x.rank)
+               AND len(list_distinct(list_transform(c.retrieved, lambda x: x.chunk_id)))
+                   = len(c.retrieved))
 ),
 placed AS (
     -- a chunk's place is its position in its step's ranking (1, 2, 3, ... whatever the logged
@@ -97,16 +110,29 @@ firsts AS (
     SELECT *, list_filter(range(1, len(ids) + 1), lambda i: list_position(ids, ids[i]) = i)
                   AS keep
     FROM flat
+),
+reordered AS (
+    SELECT line,
+           list_transform(keep, lambda i: ids[i])::VARCHAR[] AS chunk_ids,
+           list_transform(keep, lambda i: places[i])::INTEGER[] AS chunk_ranks
+    FROM firsts
 )
 SELECT
     request_id, timestamp, query,
     CASE WHEN gold_id IS NULL THEN norm_text(query) END,
     gold_id, index_version, index_size, k, n_steps, session_id, turn, tags, retrieved,
-    list_transform(keep, lambda i: ids[i])::VARCHAR[],
-    list_transform(keep, lambda i: places[i])::INTEGER[],
+    CASE WHEN r.line IS NULL THEN list_transform(retrieved, lambda x: x.chunk_id)::VARCHAR[]
+         ELSE r.chunk_ids END,
+    CASE WHEN r.line IS NULL THEN range(1, len(retrieved) + 1)::INTEGER[]
+         ELSE r.chunk_ranks END,
     $source, line
-FROM firsts
+FROM stage_checked c
+SEMI JOIN stage_outcome o ON o.line = c.line AND o.insert_it
+LEFT JOIN reordered r USING (line)
 ORDER BY timestamp;
+
+-- the file's text is not kept past its load
+DROP TABLE stage_lines;
 
 -- what the caller counts as loaded: every good record, new or an identical re-delivery
 SELECT count(*) FROM stage_outcome WHERE reason IS NULL;

@@ -22,6 +22,9 @@ WITH typed AS (
         try_cast(r.logged.index_size AS DOUBLE) AS index_size_num,
         try_cast(r.logged.k AS DOUBLE) AS k_num,
         try_cast(r.logged.turn AS DOUBLE) AS turn_num,
+        -- each parses the tags: once per record
+        json_keys(r.logged.tags) AS tag_keys,
+        try_cast(r.logged.tags AS MAP(VARCHAR, VARCHAR)) AS tag_map,
         list_filter(list_transform(r.items, lambda x: CASE
             WHEN x.item_error IS NOT NULL OR x.chunk_id IS NULL OR x.chunk_id = ''
                  OR x.rank <> floor(x.rank) OR x.rank < 1 OR x.rank > 2147483647 THEN
@@ -67,17 +70,16 @@ judged AS (
                 THEN $turn_reason || ', got ' || left(logged.turn, 40)
             -- a repeated key would make the whole map unreadable: say so rather than drop tags
             WHEN logged.tags IS NOT NULL
-                 AND len(json_keys(logged.tags)) <> len(list_distinct(json_keys(logged.tags)))
-                THEN 'tags has a duplicate key: ' || left(list_filter(json_keys(logged.tags),
-                     lambda key, i: list_position(json_keys(logged.tags), key) < i)[1], 80)
-            WHEN logged.tags IS NOT NULL
-                 AND try_cast(logged.tags AS MAP(VARCHAR, VARCHAR)) IS NULL
+                 AND len(tag_keys) <> len(list_distinct(tag_keys))
+                THEN 'tags has a duplicate key: ' || left(list_filter(tag_keys,
+                     lambda key, i: list_position(tag_keys, key) < i)[1], 80)
+            WHEN logged.tags IS NOT NULL AND tag_map IS NULL
                 THEN 'tags cannot be read as text keys and values'
         END AS reason
     FROM typed
 )
 SELECT
-    line, raw, logged.request_id, ts AS timestamp, logged.query,
+    line, logged.request_id, ts AS timestamp, logged.query,
     -- a blank gold_id names no golden: the request joins by its query instead
     CASE WHEN trim(logged.gold_id) <> '' THEN logged.gold_id END AS gold_id,
     logged.index_version,
@@ -86,7 +88,7 @@ SELECT
     n_steps,
     logged.session_id,
     try_cast(coalesce(turn_num, 1) AS INTEGER) AS turn,
-    try_cast(logged.tags AS MAP(VARCHAR, VARCHAR)) AS tags,
+    tag_map AS tags,
     CASE WHEN reason IS NULL THEN
         coalesce(list_transform(items, lambda x: {
             'step': x.step, 'position': x.position, 'chunk_id': x.chunk_id,

@@ -428,3 +428,13 @@ def test_format_option_overrides_detection(run_cli, tmp_path):
     assert code == 0 and "loaded 0, quarantined 5" in out
     code, _, err = run_cli("ingest", "logs", tmp_path / "eval.jsonl", "--format", "phoenix")
     assert code == 2 and "unknown format 'phoenix'" in err
+
+
+def test_a_deeply_nested_line_is_quarantined_not_a_crash(con, tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text("[" * 100_000 + "\n" + json.dumps(
+        {"request_id": "r-1", "timestamp": "2026-11-01T00:00:00Z", "query": "q",
+         "index_version": "i", "retrieved": []}) + "\n")
+    summary = ingest_logs(con, [str(path)])
+    assert (summary.read, summary.loaded, summary.quarantined) == (2, 1, 1)
+    assert con.sql("SELECT line FROM quarantine").fetchall() == [(1,)]

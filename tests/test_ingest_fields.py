@@ -71,3 +71,60 @@ def test_a_field_added_to_the_declaration_is_staged_and_checked_in_both_formats(
     reasons = ingest_both(con, tmp_path, [bad_channel, bad_hint])
     expected = ["channel is not a string", "retrieved item 1 has a hint that is not a number"]
     assert reasons == {"logs.jsonl": expected, "logs.parquet": expected}
+
+
+_VALUES = ['"a"', '"a\\"b"', '"caf\\u00e9"', '"x\\ty"', '"7"', '""', "7", "-7", "0", "-0", "7.0",
+           "7.5", "1e5", "-1.5e-7", "1.5e400", "18446744073709551615", "18446744073709551616",
+           "-9223372036854775808", "-9223372036854775809", "123456789012345678901", "true",
+           "false", "null", '{"a": 1}', "[1, 2]", "{}", "[]", "NaN", "-Infinity"]
+
+
+def test_a_chunk_read_from_the_line_parse_is_staged_as_when_parsed_on_its_own(con):
+    """sql/stage_logs_jsonl.sql reads most chunks' fields from one parse of the line (leaf_item)
+    and the rest chunk by chunk (json_item): both give every value the same staged value and
+    the same type reason."""
+    import json
+    import random
+
+    from pipeline.warehouse import run_script
+
+    params = fields.jsonl_parameters()
+    assert params["leaf_items"]
+    con.execute("CREATE TEMP TABLE stage_lines (line BIGINT, text VARCHAR)")
+    run_script(con, "stage_logs_jsonl", params)   # defines the macros
+    names = [f.name for f in fields.ITEM_FIELDS]
+    rng = random.Random(7)
+    items = [{name: value for name in names} for value in _VALUES]
+    items += [{name: rng.choice(_VALUES) for name in names if rng.random() < 0.8}
+              for _ in range(300)]
+    for item in items:
+        text = "{" + ", ".join(f'"{k}": {v}' for k, v in item.items()) + "}"
+        leaf, whole = con.execute(
+            "SELECT leaf_item(from_json($line, $leaves).retrieved[1], 1, 1, $rules, $allowed), "
+            "json_item(json_extract($line, '$.retrieved[0]'), 1, 1, $structure, $paths, $rules)",
+            {"line": '{"retrieved": [' + text + "]}", "leaves": params["item_leaves"],
+             "rules": params["item_rules"], "allowed": params["item_allowed"],
+             "structure": params["item_structure"], "paths": params["item_paths"]}
+        ).fetchall()[0]
+        assert json.dumps(leaf, default=str) == json.dumps(whole, default=str), text
+
+
+def test_a_line_is_invalid_json_exactly_when_json_valid_says_so(con, tmp_path):
+    """The staging parses each line once for its field types (try(json_type(...)), NULL when
+    it does not parse) instead of asking json_valid first: both must draw the same line."""
+    import json
+
+    lines = [json.dumps(request("r-1", ["a"])), '{"a":1,}', '{"a":1} // c', '{"a": NaN}',
+             '{"a": Infinity}', "{'a': 1}",
+             '{"a":1} x', '{"a":1}{"b":2}', "[" * 200 + "]" * 200, '{"a": "\\ud800"}',
+             '{"a": 1e999}', '{"a":1, "a":2}', "null", '"s"', '{"a": 01}', '{"a": .5}',
+             '{"a": 1.}', '{"retrieved": [1,]}', '{"a": "\\u0000"}', '{"a": [1 2]}',
+             '{"a": "x\\ty"}', '{"a":' * 300 + "1" + "}" * 300]
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    ingest_logs(con, [str(path)])
+    invalid = {line for (line,) in con.execute(
+        "SELECT line FROM quarantine WHERE reason = 'invalid JSON'").fetchall()}
+    expected = {n for n, text in enumerate(lines, 1)
+                if not con.execute("SELECT json_valid($t)", {"t": text}).fetchall()[0][0]}
+    assert invalid == expected and expected

@@ -97,7 +97,7 @@ def column_names(path: Path) -> tuple[frozenset[str], bool]:
                     break
                 try:
                     record = json.loads(line.decode("utf-8-sig"))
-                except ValueError:
+                except (ValueError, RecursionError):   # broken, or nested past Python's stack
                     continue
                 if isinstance(record, dict):
                     parsed = True
@@ -109,7 +109,7 @@ def column_names(path: Path) -> tuple[frozenset[str], bool]:
                 if len(head) <= SNIFF_BYTES:
                     try:
                         doc = json.loads(head.decode("utf-8-sig"))
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         doc = None
                     if isinstance(doc, dict):
                         return frozenset(doc), True

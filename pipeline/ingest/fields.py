@@ -115,9 +115,16 @@ BOTH_LISTS = "both retrieved and retrieval_steps are set: log one of them"
 STEPS_NOT_LISTS = "retrieval_steps is not a list of lists"
 
 
+# The item fields sql/stage_logs_jsonl.sql reads by name from one parse of a line (leaf_item),
+# in order, with the kinds it stages them as; other declared item fields are read from each
+# chunk's own parse (json_item).
+LEAF_ITEM_FIELDS = [("chunk_id", ID), ("rank", NUMBER), ("score", NUMBER), ("text", TEXT)]
+
+
 def jsonl_parameters() -> dict[str, object]:
     """The parameters of sql/stage_logs_jsonl.sql: the field rows as JSON paths, rules and
-    from_json structures, and the shared reasons."""
+    from_json structures (the item fields also as JSON texts, `item_leaves`), and the shared
+    reasons."""
 
     def rows(fields: tuple[Field, ...], prefix: str) -> dict[str, object]:
         return {
@@ -127,7 +134,13 @@ def jsonl_parameters() -> dict[str, object]:
             f"{prefix}_structure": json.dumps({f.name: f.kind.staged_as for f in fields}),
         }
 
+    leaves = {f.name: "JSON" for f in ITEM_FIELDS}
     return {**rows(REQUEST_FIELDS, "request"), **rows(ITEM_FIELDS, "item"),
+            "type_paths": [f"$.{f.name}" for f in REQUEST_FIELDS]
+                          + ["$", "$.retrieved", "$.retrieval_steps"],
+            "item_leaves": json.dumps({"retrieved": [leaves]}),
+            "item_allowed": [[*f.kind.json_types, "NULL"] for f in ITEM_FIELDS],
+            "leaf_items": [(f.name, f.kind) for f in ITEM_FIELDS] == LEAF_ITEM_FIELDS,
             "missing_list": MISSING_LIST, "both_lists": BOTH_LISTS,
             "steps_not_lists": STEPS_NOT_LISTS}
 

@@ -21,7 +21,9 @@ DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
 # The most of a bad record that quarantine keeps: enough to see what went wrong, bounded so a
 # huge line cannot bloat the warehouse. SQL files receive it as $raw_limit.
 RAW_LIMIT = 65536
-LOG_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".parquet")
+# .json: OTLP JSON trace exports (pipeline/formats/openinference.py)
+# .json: OpenInference/OTLP trace files; .csv: RAGAS datasets (pipeline/formats)
+LOG_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".parquet", ".csv")
 TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".csv", ".parquet")  # gold sets, manifests
 
 
@@ -102,10 +104,17 @@ def single_file(path: str, suffixes: tuple[str, ...]) -> Path:
 
 
 def file_hash(path: Path) -> str:
+    """The file's SHA-256. The same pass counts the lines of an uncompressed JSON Lines file
+    for `line_scan`, which the JSONL staging asks for next (reading a big file twice costs)."""
     digest = hashlib.sha256()
+    lines = _LineCounter() if path.name.lower().endswith((".jsonl", ".ndjson")) else None
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
+        for block in iter(lambda: fh.read(SCAN_BLOCK), b""):
             digest.update(block)
+            if lines:
+                lines.add(block)
+    if lines:
+        _remember_scan(path, lines.result())
     return digest.hexdigest()
 
 
@@ -115,6 +124,104 @@ def _open_binary(path: Path):
 
 UTF8_BOM = b"\xef\xbb\xbf"
 SKIP_CHUNK = 1 << 20   # bytes read at a time past an oversized line
+# Bytes read at a time when lines are only counted: a line longer than this spans two blocks,
+# so its length is known exactly; shorter lines are only counted.
+SCAN_BLOCK = 1 << 20
+# The byte DuckDB splits a JSON Lines file on to read each line as one CSV column
+# (pipeline/ingest/logs.py). Valid JSON never holds it raw (a control character is escaped in a
+# string), but an invalid line may, and DuckDB then returns the line cut or rejects it; the
+# line scan names such lines so they are judged from their bytes.
+JSONL_DELIMITER = b"\x01"
+# More lines holding it than this, and the file is no JSON Lines worth naming them in: the
+# JSONL staging reads it line by line instead.
+MAX_DELIMITED = 10_000
+
+
+@dataclass(frozen=True)
+class LineScan:
+    """What one fast pass over a JSON Lines file's bytes knows: how many lines it has (blank
+    ones included, a last line without a newline included) and the length in bytes of each
+    line longer than SCAN_BLOCK (newline included, a leading byte-order mark not)."""
+    lines: int
+    long_lines: tuple[tuple[int, int], ...]   # (line number, bytes)
+    delimited: tuple[int, ...]                # lines holding JSONL_DELIMITER
+    # every line ends the same way (LF, or CR LF) and no other carriage return occurs
+    one_line_ending: bool = True
+
+
+class _LineCounter:
+    """Counts lines block by block: bytes.count runs at memory speed, and only a line that
+    crosses a block boundary is measured."""
+
+    def __init__(self) -> None:
+        self.newlines = 0
+        self.run = 0          # bytes of the current line seen so far
+        self.first = b""      # the file's first bytes, for a byte-order mark
+        self.long: list[tuple[int, int]] = []
+        self.delimited: list[int] = []
+        self.crs = self.crlfs = 0
+        self.ends_in_cr = False
+
+    def add(self, block: bytes) -> None:
+        if len(self.first) < len(UTF8_BOM):
+            self.first += block[:len(UTF8_BOM)]
+        at, line, counted = block.find(JSONL_DELIMITER), self.newlines + 1, 0
+        while at >= 0 and len(self.delimited) <= MAX_DELIMITED:
+            line += block.count(b"\n", counted, at)
+            counted = at
+            if not self.delimited or self.delimited[-1] != line:
+                self.delimited.append(line)
+            at = block.find(JSONL_DELIMITER, at + 1)
+        self.crs += block.count(b"\r")
+        self.crlfs += block.count(b"\r\n") + (self.ends_in_cr and block.startswith(b"\n"))
+        self.ends_in_cr = block.endswith(b"\r")
+        count = block.count(b"\n")
+        if count:
+            length = self.run + block.index(b"\n") + 1
+            if length > SCAN_BLOCK:
+                bom = len(UTF8_BOM) if not self.newlines and self.first.startswith(UTF8_BOM) else 0
+                self.long.append((self.newlines + 1, length - bom))
+            self.run = len(block) - block.rindex(b"\n") - 1
+        else:
+            self.run += len(block)
+        self.newlines += count
+
+    def result(self) -> LineScan:
+        lines = self.newlines + (1 if self.run else 0)
+        if self.run > SCAN_BLOCK:   # a long last line without a newline
+            bom = len(UTF8_BOM) if not self.newlines and self.first.startswith(UTF8_BOM) else 0
+            self.long.append((lines, self.run - bom))
+        return LineScan(lines, tuple(self.long), tuple(self.delimited),
+                        self.crs == 0 or self.crs == self.crlfs == self.newlines)
+
+
+_scans: dict[tuple[str, int, int], LineScan] = {}
+
+
+def _scan_key(path: Path) -> tuple[str, int, int]:
+    stat = os.stat(path)
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
+def _remember_scan(path: Path, scan: LineScan) -> None:
+    _scans.clear()   # only the file being ingested is asked for
+    _scans[_scan_key(path)] = scan
+
+
+def line_scan(path: Path) -> LineScan:
+    """The LineScan of a JSON Lines file (gzipped or not): the one file_hash just made of
+    this file, unchanged since, or a new pass."""
+    known = _scans.get(_scan_key(path))
+    if known:
+        return known
+    lines = _LineCounter()
+    try:
+        with _open_binary(path) as fh:
+            for block in iter(lambda: fh.read(SCAN_BLOCK), b""):
+                lines.add(block)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise unreadable(path, exc) from None
+    return lines.result()
 
 
 def read_json_lines(
@@ -131,27 +238,88 @@ def read_json_lines(
             while data := fh.readline(max_record_bytes + 1 + (len(UTF8_BOM) if not number
                                                               else 0)):
                 number += 1
-                if number == 1 and data.startswith(UTF8_BOM):
-                    data = data[len(UTF8_BOM):]  # editors on Windows start files with one
-                if len(data) > max_record_bytes:
-                    raw = data[:RAW_LIMIT].rstrip(b"\r\n").decode("utf-8", errors="replace")
-                    size = len(data) + _skip_rest_of_line(fh, data)
-                    yield number, None, (
-                        f"record too large: {size} bytes (limit {max_record_bytes}; "
-                        "raise it with --max-record-bytes)"
-                    ), raw
-                    continue
-                if not data.strip():
-                    continue
-                try:
-                    text = data.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raw = data[:RAW_LIMIT].decode("utf-8", errors="replace")
-                    yield number, None, f"not valid UTF-8 (byte {exc.start})", raw
-                    continue
-                yield number, text.rstrip("\r\n"), None, None
+                judged = _judge_line(fh, number, data, max_record_bytes)
+                if judged:
+                    yield judged
     except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
         raise unreadable(path, exc) from None
+
+
+def json_lines_at(
+    path: Path, numbers: list[int], max_record_bytes: int,
+) -> Iterator[tuple[int, str | None, str | None, str | None]]:
+    """What read_json_lines yields for the given lines only (a blank one yields nothing). The
+    file is passed over twice: once counting newlines block by block to find where each line
+    starts, once seeking to those places (forward only, so a gzipped file is not re-read)."""
+    wanted = sorted(set(numbers))
+    if not wanted:
+        return
+    try:
+        with _open_binary(path) as fh:
+            starts = _line_starts(fh, wanted)
+            fh.seek(0)
+            for number, start in starts:
+                fh.seek(start)
+                data = fh.readline(max_record_bytes + 1 + (len(UTF8_BOM) if number == 1 else 0))
+                judged = _judge_line(fh, number, data, max_record_bytes)
+                if judged:
+                    yield judged
+    except (OSError, EOFError, zlib.error) as exc:
+        raise unreadable(path, exc) from None
+
+
+def _line_starts(fh, wanted: list[int]) -> list[tuple[int, int]]:
+    """(line number, byte offset of its start) of each wanted line (ascending) that exists."""
+    starts: list[tuple[int, int]] = []
+    targets = iter(wanted)
+    target = next(targets)
+    line, offset = 1, 0    # the line that starts at `offset` into the current block
+    block_start = 0
+    while target is not None:
+        block = fh.read(SCAN_BLOCK)
+        if not block:
+            break
+        while target is not None:
+            if line == target:
+                starts.append((target, block_start + offset))
+                target = next(targets, None)
+                continue
+            need = target - line
+            if block.count(b"\n", offset) < need:
+                line += block.count(b"\n", offset)
+                offset = 0
+                break
+            for _ in range(need):
+                offset = block.index(b"\n", offset) + 1
+            line = target
+            if offset == len(block):   # the line starts in the next block
+                offset = 0
+                break
+        block_start += len(block)
+    return starts
+
+
+def _judge_line(fh, number: int, data: bytes, max_record_bytes: int,
+                ) -> tuple[int, str | None, str | None, str | None] | None:
+    """The (line number, text, reason, raw) of line `number`, whose first bytes `data` were
+    read from `fh` (at most the limit and one byte more); None for a blank line."""
+    if number == 1 and data.startswith(UTF8_BOM):
+        data = data[len(UTF8_BOM):]  # editors on Windows start files with one
+    if len(data) > max_record_bytes:
+        raw = data[:RAW_LIMIT].rstrip(b"\r\n").decode("utf-8", errors="replace")
+        size = len(data) + _skip_rest_of_line(fh, data)
+        return number, None, (
+            f"record too large: {size} bytes (limit {max_record_bytes}; "
+            "raise it with --max-record-bytes)"
+        ), raw
+    if not data.strip():
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raw = data[:RAW_LIMIT].decode("utf-8", errors="replace")
+        return number, None, f"not valid UTF-8 (byte {exc.start})", raw
+    return number, text.rstrip("\r\n"), None, None
 
 
 def _skip_rest_of_line(fh, head: bytes) -> int:

@@ -2,11 +2,14 @@
 transaction per file. Both formats are staged into one shape, `stage_requests`, built from the
 field rows of fields.py; sql/validate_logs.sql then judges every record and sql/load_logs.sql
 loads the good ones and quarantines the rest, so a record gets the same outcome whichever
-format it came in. JSONL lines are read here, line by line, so that undecodable bytes and huge
-lines are caught with their line number before SQL sees them."""
+format it came in. DuckDB reads a JSONL file's lines (sql/read_jsonl_lines.sql); the lines it
+rejects (undecodable bytes, over the size limit) are judged here from their bytes, with their
+line numbers, and a file DuckDB cannot be trusted with is read here line by line."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -15,15 +18,19 @@ import pyarrow.parquet as pq
 
 from pipeline import state
 from pipeline.errors import RecallwatchError
-from pipeline.formats import is_parquet, native_file
+from pipeline.formats import LINE_COLUMN, PROBLEM_COLUMN, is_parquet, native_file
 from pipeline.ingest import fields
 from pipeline.ingest.files import (
     DEFAULT_MAX_RECORD_BYTES,
+    JSONL_DELIMITER,
     LOG_SUFFIXES,
+    MAX_DELIMITED,
     RAW_LIMIT,
     FileResult,
     IngestSummary,
     count_quarantined,
+    json_lines_at,
+    line_scan,
     previous_ingest,
     read_json_lines,
     record_file,
@@ -34,9 +41,10 @@ from pipeline.progress import Progress
 from pipeline.sources import Delivery, ReadOptions, deliveries
 from pipeline.warehouse import quote_identifier, run_script, transaction
 
-# Lines handed to DuckDB at a time: large enough to amortise each insert, small enough to keep
-# a big file's text out of Python memory.
+# Lines handed to DuckDB at a time by the Python reader: large enough to amortise each insert,
+# small enough to keep a big file's text out of Python memory.
 _BATCH_LINES = 50_000
+_BLANK = r"[ \t\n\r\x0b\f]*"   # a line of only what bytes.strip() strips is blank
 
 
 def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
@@ -87,7 +95,8 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int,
     if skipped:
         return skipped, set()
     params = {"source": source, "kind": "logs", "version": None, "raw_limit": RAW_LIMIT}
-    with delivery.fetch() as fetched, native_file(fetched, options) as (path, line_column):
+    with delivery.fetch() as fetched, native_delivery(delivery, fetched, options) as (
+            path, line_column, records):
         with transaction(con):
             # the days this delivery brought requests to, before and after, are scored anew
             days = state.source_days(con, source) if previous else []
@@ -95,10 +104,10 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int,
                 run_script(con, "rejudge_candidates", params)
                 run_script(con, "forget_source", params)
             n_read = stage_log_file(con, path, max_record_bytes, line_column=line_column,
-                                    shown_as=source)
+                                    shown_as=source, json_records=records)
             run_script(con, "validate_logs", fields.validate_parameters())
             ((n_loaded,),) = run_script(con, "load_logs", params)
-            if line_column or is_parquet(path):
+            if not records and (line_column or is_parquet(path)):
                 run_script(con, "fill_parquet_raw", {**params, "path": str(path),
                                                      "line_column": bool(line_column)})
             n_quarantined = count_quarantined(con, "logs", source, None)
@@ -109,13 +118,30 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int,
                                n_loaded, n_quarantined), rejudge
 
 
+@contextmanager
+def native_delivery(delivery: Delivery, fetched: Path,
+                    options: ReadOptions) -> Iterator[tuple[Path, str | None, bool]]:
+    """A fetched delivery as stage_log_file reads it: (path, line column, JSON records or
+    not). A table source's rows come as native JSON records with their lines
+    (Delivery.json_records) and are staged as they are; any other file goes through its
+    format (pipeline/formats)."""
+    if getattr(delivery, "json_records", False):
+        yield fetched, LINE_COLUMN, True
+        return
+    with native_file(fetched, options) as (path, line_column):
+        yield path, line_column, False
+
+
 def stage_log_file(con, path: Path, max_record_bytes: int, *, line_column: str | None = None,
-                   shown_as: str | None = None) -> int:
+                   shown_as: str | None = None, json_records: bool = False) -> int:
     """Stage one local log file in the native format into stage_requests / stage_rejects and
     return how many records it holds. `line_column`: a Parquet column holding each record's
     line in the input it was converted from. A file DuckDB cannot read is the file's problem,
-    named as `shown_as` (the source the user gave); running out of memory is not."""
+    named as `shown_as` (the source the user gave); running out of memory is not.
+    `json_records`: the file holds native JSON records with their lines (stage_json_records)."""
     try:
+        if json_records:
+            return stage_json_records(con, path, max_record_bytes)
         if line_column or is_parquet(path):
             return stage_parquet(con, path, line_column=line_column)
         return stage_jsonl(con, path, max_record_bytes)
@@ -128,24 +154,21 @@ def stage_log_file(con, path: Path, max_record_bytes: int, *, line_column: str |
 def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
     """Stage the lines of a JSONL file into stage_lines and run stage_logs_jsonl.sql; lines
     that are not UTF-8 or are over the size limit never reach SQL and join stage_rejects
-    here."""
-    con.execute("CREATE OR REPLACE TEMP TABLE stage_lines (line BIGINT, text VARCHAR)")
-    rejects: list[tuple[int, str, str]] = []
-    n_read = 0
-    lines: list[int] = []
-    texts: list[str] = []
-    for number, text, reason, raw in read_json_lines(path, max_record_bytes):
-        n_read += 1
-        if text is None:
-            rejects.append((number, reason, raw))
-            continue
-        lines.append(number)
-        texts.append(text)
-        if len(lines) >= _BATCH_LINES:
-            _append_lines(con, lines, texts)
-            lines, texts = [], []
-    if lines:
-        _append_lines(con, lines, texts)
+    here. Returns the number of non-blank lines.
+
+    DuckDB reads the lines (sql/read_jsonl_lines.sql), on every core; the few it rejects (not
+    UTF-8, over the limit, holding the delimiter byte) are read again here and judged as
+    read_json_lines judges them. The whole file goes through read_json_lines instead when
+    DuckDB cannot be trusted with it, as line_scan tells before DuckDB reads (a failed read
+    would abort the file's transaction): a line over the limit and longer than SCAN_BLOCK
+    (DuckDB holds such a line whole, several times over, and drops one longer than its read
+    buffer without a word), line endings its strict reader refuses (CRLF and LF mixed, a bare
+    CR), many lines holding the delimiter byte; or, after it read, lines that do not add up
+    to the count of line_scan."""
+    rejects = _read_lines_in_sql(con, path, max_record_bytes)
+    if rejects is None:
+        rejects = _read_lines_in_python(con, path, max_record_bytes)
+    ((n_staged,),) = con.execute("SELECT count(*) FROM stage_lines").fetchall()
     run_script(con, "stage_logs_jsonl", fields.jsonl_parameters())
     if rejects:
         batch = pa.table({
@@ -156,7 +179,87 @@ def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
         con.register("python_rejects", batch)
         con.execute("INSERT INTO stage_rejects SELECT line, raw, reason FROM python_rejects")
         con.unregister("python_rejects")
-    return n_read
+    return n_staged + len(rejects)
+
+
+def _read_lines_in_sql(con, path: Path, max_record_bytes: int,
+                       ) -> list[tuple[int, str, str]] | None:
+    """Fill stage_lines by DuckDB; returns the (line, reason, raw) of the lines that cannot be
+    staged, or None when the Python reader must read this file."""
+    scan = line_scan(path)
+    if (any(size > max_record_bytes for _, size in scan.long_lines)
+            or len(scan.delimited) > MAX_DELIMITED or not scan.one_line_ending):
+        return None
+    ((n_lines,),) = run_script(con, "read_jsonl_lines", {
+        "path": str(path), "delimiter": JSONL_DELIMITER.decode(), "blank": _BLANK,
+        # DuckDB counts a line without its newline (one or two bytes) against the limit
+        "max_line_size": max(max_record_bytes - 2, 1)})
+    rejected = [row[0] for row in con.execute(
+        "SELECT DISTINCT line FROM stage_line_errors ORDER BY line").fetchall()]
+    if n_lines + len(rejected) != scan.lines:
+        return None
+    if scan.delimited:   # returned cut short (or as blank): judged from their bytes instead
+        _drop_lines(con, scan.delimited)
+    rejects, lines, texts = [], [], []
+    for number, text, reason, raw in json_lines_at(path, rejected + list(scan.delimited),
+                                                   max_record_bytes):
+        if text is None:
+            rejects.append((number, reason, raw))
+        else:
+            lines.append(number)
+            texts.append(text)
+    if lines:
+        _append_lines(con, lines, texts)
+    return rejects
+
+
+def _drop_lines(con, numbers: tuple[int, ...]) -> None:
+    con.register("dropped_lines", pa.table({"line": pa.array(numbers, pa.int64())}))
+    con.execute("DELETE FROM stage_lines WHERE line IN (SELECT line FROM dropped_lines)")
+    con.unregister("dropped_lines")
+
+
+def _read_lines_in_python(con, path: Path, max_record_bytes: int) -> list[tuple[int, str, str]]:
+    """Fill stage_lines line by line with read_json_lines; returns the lines it rejected."""
+    con.execute("CREATE OR REPLACE TEMP TABLE stage_lines (line BIGINT, text VARCHAR)")
+    rejects: list[tuple[int, str, str]] = []
+    lines: list[int] = []
+    texts: list[str] = []
+    for number, text, reason, raw in read_json_lines(path, max_record_bytes):
+        if text is None:
+            rejects.append((number, reason, raw))
+            continue
+        lines.append(number)
+        texts.append(text)
+        if len(lines) >= _BATCH_LINES:
+            _append_lines(con, lines, texts)
+            lines, texts = [], []
+    if lines:
+        _append_lines(con, lines, texts)
+    return rejects
+
+
+def stage_json_records(con, path: Path, max_record_bytes: int) -> int:
+    """Stage a JSON records file, a Parquet file of `line` (BIGINT) and `record` (VARCHAR: one
+    native log record as a JSON object), as a table source gives its rows
+    (pipeline/sources/postgres.py): each record is staged as a JSONL line with that line, by
+    stage_logs_jsonl.sql, so it is judged exactly as in a file; a record over the size limit
+    joins stage_rejects."""
+    params = {"path": str(path), "limit": max_record_bytes}
+    con.execute("CREATE OR REPLACE TEMP TABLE stage_lines AS SELECT line::BIGINT AS line, "
+                "record AS text FROM read_parquet($path) "
+                "WHERE record IS NOT NULL AND strlen(record) <= $limit", params)
+    run_script(con, "stage_logs_jsonl", fields.jsonl_parameters())
+    large = con.execute("SELECT line::BIGINT, strlen(record), left(record, $raw) "
+                        "FROM read_parquet($path) WHERE strlen(record) > $limit",
+                        {**params, "raw": RAW_LIMIT}).fetchall()
+    for line, size, raw in large:
+        con.execute("INSERT INTO stage_rejects VALUES ($line, $raw, $reason)", {
+            "line": line, "raw": raw,
+            "reason": f"record too large: {size} bytes (limit {max_record_bytes}; "
+                      "raise it with --max-record-bytes)"})
+    return con.execute("SELECT count(*) FROM read_parquet($path)",
+                       {"path": str(path)}).fetchall()[0][0]
 
 
 def _append_lines(con, lines: list[int], texts: list[str]) -> None:
@@ -189,8 +292,9 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
         schema = pq.read_schema(path)
     except Exception as exc:  # pyarrow raises several types for a broken file
         raise RecallwatchError(f"{path}: not a readable Parquet file ({exc}).") from None
-    types = {f.name: f.type for f in schema
-             if not pa.types.is_null(f.type) and f.name != line_column}
+    converted_problem = bool(line_column) and PROBLEM_COLUMN in schema.names
+    types = {f.name: f.type for f in schema if not pa.types.is_null(f.type)
+             and f.name != line_column and not (converted_problem and f.name == PROBLEM_COLUMN)}
     q = quote_identifier
     bind = fields.BoundValues()
     logged, type_error = fields.parquet_request(types, bind)
@@ -224,7 +328,9 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
     selects = [
         f"{q(line_column)}::BIGINT AS line" if line_column else "file_row_number + 1 AS line",
         "NULL::VARCHAR AS raw",   # filled for quarantined rows only, by fill_parquet_raw.sql
-        f"{type_error} AS type_error",
+        # a file converted from another format may say why a record could not be converted
+        (f"coalesce({q(PROBLEM_COLUMN)}, {type_error}) AS type_error"
+         if converted_problem else f"{type_error} AS type_error"),
         f"{logged} AS logged",
         f"{shape} AS shape",
         f"{n_steps} AS n_steps",
