@@ -5,7 +5,9 @@ from one Parquet file, against a bare DuckDB scan of the same file measured in t
 
 Prints ingest time, score time, peak RSS of this process, and score time as a ratio of the bare
 scan (unnest every retrieved chunk ID and hash it once: count(distinct chunk_id)). Bars:
-ingest + score <= 60 s, peak RSS <= 3 GiB, score <= 3.0x the bare scan."""
+ingest + score <= 60 s, peak RSS <= 3 GiB, score <= 1.5x the bare scan (wall clock). The CPU
+seconds of both (all threads of this process) are printed too: on a machine shared with other
+work the wall-clock ratio swings, the CPU ratio much less."""
 
 from __future__ import annotations
 
@@ -78,12 +80,13 @@ def generate(out: Path, n_requests: int, days: int) -> tuple[Path, Path]:
     return logs, gold
 
 
-def bare_scan(logs: Path) -> float:
+def bare_scan(logs: Path) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of the bare scan."""
     con = duckdb.connect()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     con.execute("SELECT count(DISTINCT chunk_id) FROM (SELECT unnest(retrieved).chunk_id "
                 "AS chunk_id FROM read_parquet($p))", {"p": str(logs)}).fetchall()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
 def peak_rss_gib() -> float:
@@ -102,15 +105,15 @@ def main() -> int:
     for stale in (warehouse, Path(str(warehouse) + ".wal")):
         stale.unlink(missing_ok=True)
 
-    baseline = min(bare_scan(logs) for _ in range(3))
+    baseline, baseline_cpu = min(bare_scan(logs) for _ in range(3))
     con = connect(warehouse)
     ingest_gold(con, str(gold), "bench")
     started = time.perf_counter()
     summary = ingest_logs(con, [str(logs)])
     ingest_s = time.perf_counter() - started
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     scored = score(con)
-    score_s = time.perf_counter() - started
+    score_s, score_cpu = time.perf_counter() - started, time.process_time() - cpu
     rss = peak_rss_gib()
     n_scored = sum(statuses.get("scored", 0) for statuses in scored.by_status.values())
     con.close()
@@ -127,7 +130,9 @@ def main() -> int:
     print(f"peak RSS:                                      {rss:6.2f} GiB"
           f"   bar <= 3 GiB  {'ok' if rss <= 3 else 'OVER'}")
     print(f"score / bare scan:                             {ratio:6.2f} x"
-          f"   bar <= 3.0x   {'ok' if ratio <= 3.0 else 'OVER'}")
+          f"   bar <= 1.5x   {'ok' if ratio <= 1.5 else 'OVER'}")
+    print(f"CPU seconds, score / bare scan:                {score_cpu:6.2f} / {baseline_cpu:.2f}"
+          f" = {score_cpu / baseline_cpu:.2f} x")
     return 0
 
 

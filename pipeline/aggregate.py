@@ -5,7 +5,10 @@ SQL reduces each group to sufficient statistics (sql/window_metrics.sql); pipeli
 turns them into intervals: a t-interval for mean recall and Wilson for the pass and
 full-coverage proportions, or, when any request of the group belongs to a session, a
 cluster-robust t-interval over sessions and Wilson on the design-effect-adjusted effective n
-(`ci_method`, `rate_ci_method` say which). A window range is replaced in one transaction."""
+(`ci_method`, `rate_ci_method` say which). A window range is replaced in one transaction; its
+statistics are gathered a few whole days at a time, as many as the memory limit holds (no
+window spans two days, and the cluster sums hold an entry per session, slice and cutoff while
+they are added up)."""
 
 from __future__ import annotations
 
@@ -27,7 +30,13 @@ from pipeline.stats import (
     t_interval,
     wilson_interval,
 )
-from pipeline.warehouse import run_script, transaction
+from pipeline.warehouse import run_script, transaction, unordered
+
+# Memory one request takes while its window's statistics are gathered (with 3 slices and 7
+# cutoffs; measured under a 300MB limit): a batch holds as many requests as the memory limit
+# allows, so at the default limit 1M requests are one batch. More batches cost time, since each
+# reads every request's cutoff counts (recall_at_k) again.
+REQUEST_BYTES = 1500
 
 
 @dataclass(frozen=True)
@@ -40,14 +49,16 @@ class AggregateSummary:
 
 def aggregate(con, config: Config | None = None, *, grain: str = "day",
               start: datetime | None = None, end: datetime | None = None,
-              progress: Progress | None = None, **settings) -> AggregateSummary:
+              batch_requests: int | None = None, progress: Progress | None = None,
+              **settings) -> AggregateSummary:
     """Recompute window_metrics for the windows of `grain` in [start, end) (widened to whole
     windows; every window with requests or metrics when not given), for every route, with the
     pass mark and cutoffs of `config` (default: the settings in force, overridden by
     `settings` such as pass_mark=; nothing is put in force).
 
     Replaces those windows' rows in one transaction. Idempotent: aggregating the same windows
-    again over the same scores changes nothing."""
+    again over the same scores changes nothing. `batch_requests` (default: what the memory limit
+    holds, REQUEST_BYTES each) bounds the requests gathered at once; whole days go together."""
     config = given_or_resolved(con, config, settings)
     if grain not in GRAINS:
         raise RecallwatchError(f"--window {grain!r} must be one of {', '.join(GRAINS)}.")
@@ -57,10 +68,13 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
     if progress:
         progress(f"aggregate by {grain}", 0, 2)
     params = {"start": start, "end": end, "grain": grain}
-    with transaction(con):
-        stats = run_script(con, "window_metrics", {**params, "pass_mark": config.pass_mark,
-                                                   "cutoffs": list(config.cutoffs)},
-                           as_arrow=True)
+    days = [(max(day, start), min(day + state.ONE_DAY, end)) for day in state.days_of(start, end)]
+    with unordered(con), transaction(con):
+        stats = pa.concat_tables([
+            run_script(con, "window_metrics", {
+                "start": batch[0][0], "end": batch[-1][1], "grain": grain,
+                "pass_mark": config.pass_mark, "cutoffs": list(config.cutoffs)}, as_arrow=True)
+            for batch in state.batches(con, days, batch_requests or _batch_requests(con))])
         if progress:
             progress(f"aggregate by {grain}", 1, 2)
         table = _with_intervals(stats, grain, config.pass_mark, DEFAULT_ALPHA)
@@ -79,6 +93,13 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
     if progress:
         progress(f"aggregate by {grain}", 2, 2)
     return AggregateSummary(grain, start, end, table.num_rows)
+
+
+def _batch_requests(con) -> int:
+    """How many requests the memory limit in force holds at once (REQUEST_BYTES each)."""
+    limit = con.execute(
+        "SELECT parse_formatted_bytes(current_setting('memory_limit'))").fetchall()[0][0]
+    return max(1, limit // REQUEST_BYTES)
 
 
 # window_sums column <- the column of sql/window_metrics.sql's result it keeps

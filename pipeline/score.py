@@ -7,8 +7,9 @@ of sql/score_match.sql), let the route place what was needed in the ranking (pip
 and write recall, precision and the counts at every cutoff (sql/score_write.sql). Consecutive
 windows are scored together, in one transaction per batch of up to BATCH_REQUESTS requests: one
 large statement uses both cores far better than many small ones, and a batch is still replaced
-whole or not at all. pipeline.state records what each day was scored with and voids what was
-built on the old scores."""
+whole or not at all; its rows are written in no particular order (pipeline.warehouse.unordered).
+pipeline.state records what each day was scored with and voids what was built on the old
+scores."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pipeline import state
 from pipeline.config import Config, given_or_resolved, require_gold
 from pipeline.progress import Progress
 from pipeline.routes import get_route
-from pipeline.warehouse import run_script, sql, transaction
+from pipeline.warehouse import run_script, sql, transaction, unordered
 
 BATCH_REQUESTS = 5_000_000
 
@@ -54,7 +55,7 @@ def score(con, config: Config | None = None, *, start: datetime | None = None,
         if progress:
             progress(f"score {batch[0][0]:%Y-%m-%d}..{batch[-1][1]:%Y-%m-%d}", done,
                      len(windows))
-        with transaction(con):
+        with unordered(con), transaction(con):
             for route in config.routes:
                 _score_batch(con, route, batch, config)
         done += len(batch)

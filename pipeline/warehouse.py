@@ -20,6 +20,10 @@ from pipeline.errors import RecallwatchError
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "recallwatch.duckdb"
 DEFAULT_MEMORY_LIMIT = "2GB"
+# Working memory DuckDB needs per thread: under a limit too small for every core, fewer threads
+# (each with its own hash tables and buffers) finish where more would run out (measured: the
+# statistics of a day of 143k requests need one thread under 150MB, manage two under 300MB).
+THREAD_BYTES = 125 * 2**20
 # Bumped whenever stored rows change meaning (e.g. how places in a ranking are counted).
 FORMAT = 1
 
@@ -69,6 +73,12 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
             raise RecallwatchError(
                 f"cannot create the warehouse {target} ({exc.strerror or exc}): point "
                 "--warehouse at a path inside a writable directory.") from None
+        if _cut_short(Path(target)):
+            if read_only:
+                raise RecallwatchError(
+                    f"warehouse {target} holds nothing (its creation was interrupted): load "
+                    "logs into it first (`recallwatch ingest logs PATH`).")
+            _remove_cut_short(Path(target))
     try:
         con = duckdb.connect(target, read_only=read_only)
     except duckdb.IOException as exc:
@@ -89,12 +99,59 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
         raise RecallwatchError(
             f"RECALLWATCH_MEMORY_LIMIT={limit!r} is not a memory size; use e.g. 2GB or 512MB."
         ) from None
+    limit_bytes, threads = con.execute(
+        "SELECT parse_formatted_bytes(current_setting('memory_limit')), "
+        "current_setting('threads')").fetchall()[0]
+    con.execute("SET threads = $threads",
+                {"threads": max(1, min(threads, limit_bytes // THREAD_BYTES))})
     _check_format(con, target, create=not read_only)
     con.create_function(
         "norm_text", _normalize_arrow, ["VARCHAR"], "VARCHAR", type="arrow",
         side_effects=False,
     )
     return con
+
+
+# DuckDB creates a database file by writing three 4 KiB headers (the first starts with an
+# 8-byte checksum and the magic b"DUCK") and syncing them before anything else is written.
+_HEADERS_BYTES = 3 * 4096
+_MAGIC_AT, _MAGIC = 8, b"DUCK"
+
+
+def _cut_short(path: Path) -> bool:
+    """Whether `path` is a database file whose creation was killed before DuckDB wrote its
+    headers (0, 4 or 8 KiB long): it holds nothing, yet DuckDB refuses to open it ever after.
+    A longer file is not even opened: closing a file this process holds would drop DuckDB's
+    lock on it."""
+    try:
+        if path.stat().st_size >= _HEADERS_BYTES:
+            return False
+        with open(path, "rb") as fh:
+            return _headers_cut_short(fh)
+    except OSError:
+        return False
+
+
+def _headers_cut_short(fh) -> bool:
+    if os.fstat(fh.fileno()).st_size >= _HEADERS_BYTES:
+        return False
+    head = fh.read(_MAGIC_AT + len(_MAGIC))
+    return not head or head[_MAGIC_AT:] == _MAGIC
+
+
+def _remove_cut_short(path: Path) -> None:
+    """Remove a cut-short database file so that DuckDB creates it anew, unless another process
+    holds DuckDB's lock on it (it is creating the file right now: DuckDB then says it is in
+    use)."""
+    import fcntl  # POSIX, like DuckDB's own lock
+
+    with open(path, "rb+") as fh:
+        try:
+            fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return
+        if _headers_cut_short(fh):   # still, under the lock
+            path.unlink()
 
 
 def _check_format(con, target: str, *, create: bool) -> None:
@@ -209,6 +266,19 @@ def transaction(con) -> Iterator[None]:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
+
+
+@contextlib.contextmanager
+def unordered(con) -> Iterator[None]:
+    """Inside, DuckDB may write and return rows in any order (SET preserve_insertion_order =
+    false): it then buffers less, so a small memory limit goes further. For steps whose every
+    read that needs an order says ORDER BY."""
+    previous = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
+    con.execute("SET preserve_insertion_order = false")
+    try:
+        yield
+    finally:
+        con.execute("SET preserve_insertion_order = $previous", {"previous": previous})
 
 
 def run_script(con, name: str, params: dict | None = None, *, as_arrow: bool = False):

@@ -48,13 +48,13 @@ LEFT JOIN carried_goldens cg USING (gold_id, index_version);
 
 INSERT INTO miss_causes
 WITH missing AS (
+    -- one row per gold chunk of a scored request (unnest runs the lists side by side; a NULL
+    -- compared_items gives NULLs): the covered ones drop out below
     SELECT request_id, gold_id, index_version, k,
            unnest(needed_items) AS chunk_id, unnest(places) AS rank,
-           unnest(coalesce(compared_items, list_transform(needed_items, lambda g: [g])))
-               AS compared
+           unnest(compared_items) AS compared, compared_items IS NULL AS as_logged
     FROM route_window
     WHERE status = 'scored'
-      AND len(list_filter(places, lambda r: r <= k)) < len(places)
 )
 SELECT
     m.request_id, $route, $gold_version, m.gold_id, m.index_version, m.chunk_id,
@@ -68,5 +68,7 @@ FROM missing m
 LEFT JOIN (SELECT DISTINCT index_version FROM index_chunks) v USING (index_version)
 -- a chunk carried by content is in the manifest by construction, a gone one (compared as
 -- nothing) is not: the first ID compared stands for the gold chunk
-LEFT JOIN index_chunks c ON c.index_version = m.index_version AND c.chunk_id = m.compared[1]
+LEFT JOIN index_chunks c
+       ON c.index_version = m.index_version
+      AND c.chunk_id = CASE WHEN m.as_logged THEN m.chunk_id ELSE m.compared[1] END
 WHERE m.rank IS NULL OR m.rank > m.k;

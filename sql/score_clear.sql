@@ -8,9 +8,10 @@
 -- the route must build its own route_window: none may be left from another route
 DROP TABLE IF EXISTS route_window;
 
+-- UNION ALL: an ID listed twice matches the same rows, so duplicates need not go
 CREATE OR REPLACE TEMP TABLE score_window_ids AS
 SELECT request_id FROM requests WHERE timestamp >= $start AND timestamp < $end
-UNION
+UNION ALL
 SELECT request_id FROM request_scores
 WHERE route = $route AND timestamp >= $start AND timestamp < $end;
 
@@ -26,5 +27,7 @@ WHERE route = $route AND request_id IN (SELECT request_id FROM score_window_ids)
 
 DELETE FROM request_scores
 WHERE route = $route AND request_id IN (SELECT request_id FROM score_window_ids);
+
+DROP TABLE score_window_ids;
 
 SELECT day FROM score_cleared_days ORDER BY day;

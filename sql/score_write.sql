@@ -18,41 +18,59 @@ SELECT * FROM (SELECT NULL::INTEGER[] AS relevant_places WHERE false)
 UNION ALL BY NAME
 SELECT * FROM route_window;
 
+-- Each count is taken once per request: `covered_places`, the places within the served k, and
+-- `served_places`, the logged places within it; a cutoff only caps them further.
 INSERT INTO request_scores
 SELECT
     -- the gold set looked up, also when no golden matched: the row belongs to that run
     request_id, timestamp, gold_id, $gold_version, index_version, $route, k,
-    CASE WHEN status = 'scored' THEN len(places) END AS needed,
-    CASE WHEN status = 'scored' THEN len(list_filter(places, lambda r: r <= k)) END AS covered,
-    CASE WHEN status = 'scored' THEN covered / needed END,
-    CASE WHEN status = 'scored' THEN covered = needed END,
+    needed, covered, covered / needed, covered = needed,
     CASE WHEN status = 'scored' AND NOT $whole_context
-         THEN len(list_filter(coalesce(relevant_places, places), lambda r: r <= k))
+         -- without relevant_places, one chunk per covered item
+         THEN coalesce(len(list_filter(relevant_places, lambda r: r <= k)), covered)
               / nullif(len(list_filter(chunk_ranks, lambda r: r <= k)), 0) END,
     status
-FROM route_scored;
+FROM (
+    SELECT *,
+           CASE WHEN status = 'scored' THEN len(places) END AS needed,
+           CASE WHEN status = 'scored' THEN len(list_filter(places, lambda r: r <= k)) END
+               AS covered
+    FROM route_scored
+);
 
 INSERT INTO request_cutoffs (request_id, route, needed, cutoffs, covered, served, relevant)
 SELECT
-    request_id, $route, len(places), $cutoffs::INTEGER[],
+    request_id, $route, len(places), $cutoffs::INTEGER[], covered,
     CASE
-        WHEN $whole_context THEN list_transform($cutoffs::INTEGER[], lambda c:
-            CASE WHEN least(c, k) >= coalesce(list_max(list_filter(chunk_ranks,
-                                                                   lambda r: r <= k)), 0)
-                 THEN len(list_filter(places, lambda r: r <= k)) END)
+        -- the common case, places 1..n, needs no counting
+        WHEN served_places = range(1, len(served_places) + 1)::INTEGER[]
+            THEN list_transform($cutoffs::INTEGER[], lambda c: least(c, len(served_places)))
         ELSE list_transform($cutoffs::INTEGER[],
-                            lambda c: len(list_filter(places, lambda r: r <= least(c, k))))
+                            lambda c: len(list_filter(served_places, lambda r: r <= c)))
     END,
     CASE
-        -- the common case, ranks 1..n, needs no counting
-        WHEN chunk_ranks = range(1, len(chunk_ranks) + 1)::INTEGER[]
-            THEN list_transform($cutoffs::INTEGER[], lambda c: least(c, k, len(chunk_ranks)))
-        ELSE list_transform($cutoffs::INTEGER[],
-                            lambda c: len(list_filter(chunk_ranks, lambda r: r <= least(c, k))))
-    END,
-    CASE WHEN NOT $whole_context THEN
-        list_transform($cutoffs::INTEGER[], lambda c: len(list_filter(
-            coalesce(relevant_places, places), lambda r: r <= least(c, k))))
+        WHEN $whole_context THEN NULL
+        WHEN relevant_places IS NULL THEN covered
+        ELSE list_transform($cutoffs::INTEGER[], lambda c: len(list_filter(
+            relevant_places, lambda r: r <= least(c, k))))
     END
-FROM route_scored
-WHERE status = 'scored';
+FROM (
+    SELECT *,
+           CASE
+               WHEN $whole_context THEN list_transform($cutoffs::INTEGER[], lambda c:
+                   CASE WHEN least(c, k) >= coalesce(list_max(served_places), 0)
+                        THEN len(covered_places) END)
+               ELSE list_transform($cutoffs::INTEGER[],
+                                   lambda c: len(list_filter(covered_places, lambda r: r <= c)))
+           END AS covered
+    FROM (
+        SELECT *, list_filter(places, lambda r: r <= k) AS covered_places,
+               list_filter(chunk_ranks, lambda r: r <= k) AS served_places
+        FROM route_scored
+        WHERE status = 'scored'
+    )
+);
+
+-- read by nothing else: its memory goes back to the steps that follow
+DROP VIEW route_scored;
+DROP TABLE route_window;

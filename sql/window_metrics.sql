@@ -2,8 +2,9 @@
 -- cutoff k, for the interval functions of pipeline/stats.py (pipeline/aggregate.py turns the
 -- final SELECT into window_metrics rows).
 -- Grain of the result: one row per window x slice x route x gold version x k.
--- Parameters: $start, $end (TIMESTAMP), $grain ('day' | 'hour'), $pass_mark, and $cutoffs
--- (the k of windows with nothing scored).
+-- Parameters: $start, $end (TIMESTAMP; whole windows: pipeline/aggregate.py runs it on a few
+-- whole days at a time), $grain ('day' | 'hour'), $pass_mark, and $cutoffs (the k of windows
+-- with nothing scored).
 -- Slices: 'all', 'index_version=<v>', and '<tag>=<value>' for each tag. Cluster sums are per
 -- session (a request without one is its own cluster), for recall and for the pass and
 -- full-coverage indicators.
@@ -13,11 +14,12 @@
 -- the requests with a precision: NULL when none has one (nothing served, or the claims route).
 -- Fractional sums go through exact_sum: each term rounded to 18 decimals and summed exactly, so
 -- the result does not depend on the order DuckDB's threads add the terms in, and aggregating a
--- window twice gives the same bits.
+-- window twice (or in other batches of days) gives the same bits.
 
 CREATE OR REPLACE TEMP MACRO exact_sum(x) AS sum(CAST(x AS DECIMAL(38, 18)))::DOUBLE;
 
--- every request of [$start, $end) with its window and each slice it belongs to
+-- every request of [$start, $end) with its window and the slices it belongs to (a list: the
+-- joins below stay one row per request, and each row is repeated per slice only after them)
 CREATE OR REPLACE TEMP TABLE agg_requests AS
 SELECT
     r.request_id,
@@ -30,48 +32,60 @@ SELECT
     -- tags as <key>=<value>: '=' and '\' in a key are escaped with '\', a key named like a
     -- built-in slice (or already starting with 'tag.') gets 'tag.' in front, a null value is
     -- no tag; so two different tags never share a slice
-    unnest(list_distinct(['all', 'index_version=' || r.index_version]
+    list_distinct(['all', 'index_version=' || r.index_version]
         || coalesce(list_transform(
                list_filter(map_entries(r.tags), lambda e: e.value IS NOT NULL),
                lambda e: CASE WHEN e.key IN ('all', 'index_version') OR starts_with(e.key, 'tag.')
                               THEN 'tag.' ELSE '' END
                          || replace(replace(e.key, '\', '\\'), '=', '\=') || '=' || e.value),
-           []::VARCHAR[]))) AS slice
+           []::VARCHAR[])) AS slices
 FROM requests r
 WHERE r.timestamp >= $start AND r.timestamp < $end;
 
-CREATE OR REPLACE TEMP TABLE agg_stats AS
-WITH scored AS (
-    SELECT a.window_start, a.slice, s.route, s.gold_version, rk.k, a.cluster_key, a.in_session,
-           a.index_version, a.index_size, rk.recall, rk.precision
-    FROM agg_requests a
-    JOIN request_scores s ON s.request_id = a.request_id AND s.status = 'scored'
-    JOIN recall_at_k rk ON rk.request_id = s.request_id AND rk.route = s.route
-),
-clusters AS (
-    SELECT window_start, slice, route, gold_version, k, cluster_key,
+-- each scored request at each cutoff it was measured at, once per slice of it
+CREATE OR REPLACE TEMP VIEW agg_scored AS
+SELECT a.window_start, unnest(a.slices) AS slice, s.route, s.gold_version, rk.k, a.cluster_key,
+       a.in_session, a.index_version, a.index_size, rk.recall, rk.precision
+FROM agg_requests a
+JOIN request_scores s ON s.request_id = a.request_id AND s.status = 'scored'
+JOIN recall_at_k rk ON rk.request_id = s.request_id AND rk.route = s.route;
+
+-- The sums over clusters. A request without a session is a cluster of one (n_g = 1, s_g its
+-- recall, summed exactly like a session's), taken as it is rather than grouped one by one; and
+-- these sums get a statement of their own, since next to the moments' their hash tables would
+-- not fit a small memory limit at once.
+CREATE OR REPLACE TEMP TABLE agg_clusters AS
+WITH clusters AS (
+    SELECT window_start, slice, route, gold_version, k,
            count(*) AS n_g, exact_sum(recall) AS s_g,
            count(*) FILTER (WHERE recall >= $pass_mark) AS pass_g,
            count(*) FILTER (WHERE recall >= 1.0) AS full_g
-    FROM scored
-    GROUP BY ALL
-),
-cluster_sums AS (
+    FROM agg_scored
+    WHERE in_session
+    GROUP BY window_start, slice, route, gold_version, k, cluster_key
+    UNION ALL
     SELECT window_start, slice, route, gold_version, k,
-           count(*) AS n_clusters,
-           exact_sum(s_g * s_g) AS sum_cluster_sq,
-           exact_sum(s_g * n_g) AS sum_cluster_cross,
-           sum(n_g * n_g) AS sum_size_sq,
-           max(n_g) AS max_size,
-           -- the same sums for the pass and full-coverage indicators (integers: exact)
-           sum(pass_g * pass_g) AS pass_cluster_sq,
-           sum(pass_g * n_g) AS pass_cluster_cross,
-           sum(full_g * full_g) AS full_cluster_sq,
-           sum(full_g * n_g) AS full_cluster_cross
-    FROM clusters
-    GROUP BY ALL
-),
-moments AS (
+           1, CAST(recall AS DECIMAL(38, 18))::DOUBLE,
+           (recall >= $pass_mark)::INTEGER, (recall >= 1.0)::INTEGER
+    FROM agg_scored
+    WHERE NOT in_session
+)
+SELECT window_start, slice, route, gold_version, k,
+       count(*) AS n_clusters,
+       exact_sum(s_g * s_g) AS sum_cluster_sq,
+       exact_sum(s_g * n_g) AS sum_cluster_cross,
+       sum(n_g * n_g) AS sum_size_sq,
+       max(n_g) AS max_size,
+       -- the same sums for the pass and full-coverage indicators (integers: exact)
+       sum(pass_g * pass_g) AS pass_cluster_sq,
+       sum(pass_g * n_g) AS pass_cluster_cross,
+       sum(full_g * full_g) AS full_cluster_sq,
+       sum(full_g * n_g) AS full_cluster_cross
+FROM clusters
+GROUP BY ALL;
+
+CREATE OR REPLACE TEMP TABLE agg_stats AS
+WITH moments AS (
     SELECT window_start, slice, route, gold_version, k,
            count(*) AS n,
            exact_sum(recall) / count(*) AS mean_recall,
@@ -86,21 +100,24 @@ moments AS (
            bool_or(in_session) AS any_session,
            list(DISTINCT index_version ORDER BY index_version) AS index_versions,
            max(index_size) AS max_index_size
-    FROM scored
+    FROM agg_scored
     GROUP BY ALL
 )
 SELECT m.*, c.n_clusters, c.sum_cluster_sq, c.sum_cluster_cross, c.sum_size_sq,
        c.max_size, c.pass_cluster_sq, c.pass_cluster_cross, c.full_cluster_sq,
        c.full_cluster_cross
 FROM moments m
-JOIN cluster_sums c USING (window_start, slice, route, gold_version, k);
+JOIN agg_clusters c USING (window_start, slice, route, gold_version, k);
 
 -- every window x slice x route x gold version with scores, and its requests not scored
 CREATE OR REPLACE TEMP TABLE agg_excluded AS
-SELECT a.window_start, a.slice, s.route, s.gold_version,
-       count(*) FILTER (WHERE s.status <> 'scored') AS n_excluded
-FROM agg_requests a
-JOIN request_scores s ON s.request_id = a.request_id
+SELECT window_start, slice, route, gold_version,
+       count(*) FILTER (WHERE status <> 'scored') AS n_excluded
+FROM (
+    SELECT a.window_start, unnest(a.slices) AS slice, s.route, s.gold_version, s.status
+    FROM agg_requests a
+    JOIN request_scores s ON s.request_id = a.request_id
+)
 GROUP BY ALL;
 
 -- A window and slice with scores but no recall at any cutoff (its requests all excluded, or
@@ -122,8 +139,13 @@ SELECT
     0 AS pass_cluster_sq, 0 AS pass_cluster_cross, 0 AS full_cluster_sq,
     0 AS full_cluster_cross, 0 AS max_size
 FROM empty e
-JOIN agg_requests a USING (window_start, slice)
+JOIN (SELECT window_start, unnest(slices) AS slice, index_version, index_size
+      FROM agg_requests) a USING (window_start, slice)
 GROUP BY e.window_start, e.slice, e.route, e.gold_version;
+
+-- the requests are not needed past here: their memory goes back to the next batch
+DROP VIEW agg_scored;
+DROP TABLE agg_requests;
 
 SELECT s.*, coalesce(e.n_excluded, 0) AS n_excluded
 FROM agg_stats s
