@@ -13,14 +13,15 @@ FORMATS = (".csv", ".parquet", ".jsonl")
 
 
 def export_table(con, table: str, path: str | Path) -> int:
-    """Write every row of `table` to `path`; returns the row count."""
+    """Write every row of `table` to `path`, sorted by all its columns (the same rows give the
+    same file, whatever order they were stored in); returns the row count."""
     target = Path(path)
     suffix = target.suffix.lower()
     if suffix not in FORMATS:
         raise RecallwatchError(
             f"{target}: cannot tell the format; name the file .csv, .parquet or .jsonl."
         )
-    rel = con.sql(f"SELECT * FROM {public_table(table)}")
+    rel = con.sql(f"SELECT * FROM {public_table(table)} ORDER BY ALL")
     if target.is_dir():
         raise RecallwatchError(f"{target} is a directory: name the file to write.")
     try:

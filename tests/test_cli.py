@@ -333,3 +333,21 @@ def test_a_full_disk_is_one_sentence_not_an_internal_error(tmp_path, run_cli):
     (tmp_path / "full.csv").symlink_to("/dev/full")
     code, _, err = run_cli("export", "quarantine", tmp_path / "full.csv")
     assert code == 2 and "No space left on device" in err and "internal error" not in err
+
+
+def test_export_gives_the_same_file_whatever_order_the_rows_were_stored_in(
+        tmp_path, run_cli, warehouse):
+    write_jsonl(tmp_path / "logs.jsonl",
+                [request(f"r-{i}", ["a", "b"][: 1 + i % 2]) for i in range(40)])
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    assert run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+                   "--gold-version", "v1", "--out", tmp_path / "report")[0] == 0
+    assert run_cli("export", "request_scores", tmp_path / "first.csv")[0] == 0
+    con = duckdb.connect(str(warehouse))
+    con.execute("CREATE TEMP TABLE kept AS SELECT * FROM request_scores")
+    con.execute("DELETE FROM request_scores")
+    con.execute("INSERT INTO request_scores SELECT * FROM kept ORDER BY request_id DESC")
+    con.close()
+    assert run_cli("export", "request_scores", tmp_path / "second.csv")[0] == 0
+    first, second = ((tmp_path / name).read_bytes() for name in ("first.csv", "second.csv"))
+    assert first == second and first.count(b"\n") == 41
