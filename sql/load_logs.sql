@@ -71,22 +71,34 @@ LEFT JOIN stage_lines l USING (line);
 INSERT INTO request_copies (request_id, source, line)
 SELECT request_id, $source, line FROM stage_outcome WHERE reason IS NULL AND NOT insert_it;
 
--- Most requests log one list, ranked in list order (ranks never fall) and without repeated
--- chunks: their chunks' places are 1, 2, 3, ... in list order. The others (`reordered`) are
--- placed by the general rule: sorted per step, each chunk kept at its best place.
+-- the file's text is not kept past its load (nor held while the requests are written)
+DROP TABLE stage_lines;
+
+-- Most requests log one list, ranked in list order (stage_checked.in_list_order): their
+-- chunks' places are 1, 2, 3, ... in list order. The others are placed by the general rule:
+-- sorted per step, each chunk kept at its best place. Rows are written in no particular order
+-- (readers say ORDER BY), one pass over the staged records each.
+INSERT INTO requests
+SELECT
+    request_id, timestamp, query,
+    CASE WHEN gold_id IS NULL THEN norm_text(query) END,
+    gold_id, index_version, index_size, k, n_steps, session_id, turn, tags, retrieved,
+    list_transform(retrieved, lambda x: x.chunk_id)::VARCHAR[],
+    range(1, len(retrieved) + 1)::INTEGER[],
+    $source, line
+FROM stage_checked c
+SEMI JOIN stage_outcome o ON o.line = c.line AND o.insert_it
+WHERE c.in_list_order;
+
 INSERT INTO requests
 WITH by_step AS (
     -- each step's chunks in ranking order: by logged rank, ties by logged order
-    SELECT c.line, c.n_steps, list_sort(list_transform(c.retrieved, lambda x: {
+    SELECT c.*, list_sort(list_transform(c.retrieved, lambda x: {
                'step': x.step, 'rank': x.rank, 'position': x.position, 'chunk_id': x.chunk_id}))
                AS ordered
     FROM stage_checked c
     SEMI JOIN stage_outcome o ON o.line = c.line AND o.insert_it
-    WHERE NOT (c.n_steps = 1
-               AND list_sort(list_transform(c.retrieved, lambda x: x.rank))
-                   = list_transform(c.retrieved, lambda x: x.rank)
-               AND len(list_distinct(list_transform(c.retrieved, lambda x: x.chunk_id)))
-                   = len(c.retrieved))
+    WHERE NOT c.in_list_order
 ),
 placed AS (
     -- a chunk's place is its position in its step's ranking (1, 2, 3, ... whatever the logged
@@ -110,29 +122,15 @@ firsts AS (
     SELECT *, list_filter(range(1, len(ids) + 1), lambda i: list_position(ids, ids[i]) = i)
                   AS keep
     FROM flat
-),
-reordered AS (
-    SELECT line,
-           list_transform(keep, lambda i: ids[i])::VARCHAR[] AS chunk_ids,
-           list_transform(keep, lambda i: places[i])::INTEGER[] AS chunk_ranks
-    FROM firsts
 )
 SELECT
     request_id, timestamp, query,
     CASE WHEN gold_id IS NULL THEN norm_text(query) END,
     gold_id, index_version, index_size, k, n_steps, session_id, turn, tags, retrieved,
-    CASE WHEN r.line IS NULL THEN list_transform(retrieved, lambda x: x.chunk_id)::VARCHAR[]
-         ELSE r.chunk_ids END,
-    CASE WHEN r.line IS NULL THEN range(1, len(retrieved) + 1)::INTEGER[]
-         ELSE r.chunk_ranks END,
+    list_transform(keep, lambda i: ids[i])::VARCHAR[],
+    list_transform(keep, lambda i: places[i])::INTEGER[],
     $source, line
-FROM stage_checked c
-SEMI JOIN stage_outcome o ON o.line = c.line AND o.insert_it
-LEFT JOIN reordered r USING (line)
-ORDER BY timestamp;
-
--- the file's text is not kept past its load
-DROP TABLE stage_lines;
+FROM firsts;
 
 -- what the caller counts as loaded: every good record, new or an identical re-delivery
 SELECT count(*) FROM stage_outcome WHERE reason IS NULL;

@@ -7,7 +7,20 @@
 -- ($rank_reason, $k_reason, $index_size_reason, $turn_reason), and the years a timestamp may
 -- have ($first_year, $last_year, inclusive).
 -- Every conversion is a try_cast and every number is range-checked before it is used, so one
--- odd value quarantines its record and never fails the file.
+-- odd value quarantines its record and never fails the file. `in_list_order` tells
+-- sql/load_logs.sql which loadable records it may place without ranking their chunks.
+
+-- Whether a request's chunks are ranked in list order: one list, ranks never falling, no chunk
+-- twice. Most requests are: their chunks' places are 1, 2, 3, ... in list order. Checked here,
+-- where `retrieved` is built, so that the load reads each record once. `id_hashes`: the hashes
+-- of its chunk IDs, sorted: neighbours compare faster than a set of the IDs is built (two IDs
+-- of one hash only send a request the general way).
+CREATE OR REPLACE TEMP MACRO in_list_order(retrieved, n_steps, id_hashes) AS
+    n_steps = 1
+    AND list_sort(list_transform(retrieved, lambda x: x.rank))
+        = list_transform(retrieved, lambda x: x.rank)
+    AND coalesce(list_bool_and(list_transform(id_hashes[2:], lambda h, i: h <> id_hashes[i])),
+                 true);
 
 CREATE OR REPLACE TEMP TABLE stage_checked AS
 WITH typed AS (
@@ -77,26 +90,31 @@ judged AS (
                 THEN 'tags cannot be read as text keys and values'
         END AS reason
     FROM typed
+),
+checked AS (
+    SELECT
+        line, logged.request_id, ts AS timestamp, logged.query,
+        -- a blank gold_id names no golden: the request joins by its query instead
+        CASE WHEN trim(logged.gold_id) <> '' THEN logged.gold_id END AS gold_id,
+        logged.index_version,
+        try_cast(index_size_num AS BIGINT) AS index_size,
+        try_cast(coalesce(k_num, k_default, 0) AS INTEGER) AS k,
+        n_steps,
+        logged.session_id,
+        try_cast(coalesce(turn_num, 1) AS INTEGER) AS turn,
+        tag_map AS tags,
+        CASE WHEN reason IS NULL THEN
+            coalesce(list_transform(items, lambda x: {
+                'step': x.step, 'position': x.position, 'chunk_id': x.chunk_id,
+                'rank': try_cast(coalesce(x.rank, x.position) AS INTEGER),
+                'score': x.score, 'text': x.text}), [])
+        END AS retrieved,
+        reason
+    FROM judged
 )
-SELECT
-    line, logged.request_id, ts AS timestamp, logged.query,
-    -- a blank gold_id names no golden: the request joins by its query instead
-    CASE WHEN trim(logged.gold_id) <> '' THEN logged.gold_id END AS gold_id,
-    logged.index_version,
-    try_cast(index_size_num AS BIGINT) AS index_size,
-    try_cast(coalesce(k_num, k_default, 0) AS INTEGER) AS k,
-    n_steps,
-    logged.session_id,
-    try_cast(coalesce(turn_num, 1) AS INTEGER) AS turn,
-    tag_map AS tags,
-    CASE WHEN reason IS NULL THEN
-        coalesce(list_transform(items, lambda x: {
-            'step': x.step, 'position': x.position, 'chunk_id': x.chunk_id,
-            'rank': try_cast(coalesce(x.rank, x.position) AS INTEGER),
-            'score': x.score, 'text': x.text}), [])
-    END AS retrieved,
-    reason
-FROM judged;
+SELECT * EXCLUDE (id_hashes), in_list_order(retrieved, n_steps, id_hashes) AS in_list_order
+FROM (SELECT *, list_sort(list_transform(retrieved, lambda x: hash(x.chunk_id))) AS id_hashes
+      FROM checked);
 
 -- A digest of a normalized record, the same whichever format it came in: it tells an identical
 -- re-delivery (loaded once) from a conflicting duplicate request_id (quarantined). Applied to

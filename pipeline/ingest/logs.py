@@ -39,7 +39,7 @@ from pipeline.ingest.files import (
 )
 from pipeline.progress import Progress
 from pipeline.sources import Delivery, ReadOptions, deliveries
-from pipeline.warehouse import quote_identifier, run_script, transaction
+from pipeline.warehouse import quote_identifier, run_script, transaction, unordered
 
 # Lines handed to DuckDB at a time by the Python reader: large enough to amortise each insert,
 # small enough to keep a big file's text out of Python memory.
@@ -106,7 +106,10 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int,
             n_read = stage_log_file(con, path, max_record_bytes, line_column=line_column,
                                     shown_as=source, json_records=records)
             run_script(con, "validate_logs", fields.validate_parameters())
-            ((n_loaded,),) = run_script(con, "load_logs", params)
+            # requests are written in no particular order (spread over every thread): each
+            # read of them that needs an order says ORDER BY
+            with unordered(con):
+                ((n_loaded,),) = run_script(con, "load_logs", params)
             if not records and (line_column or is_parquet(path)):
                 run_script(con, "fill_parquet_raw", {**params, "path": str(path),
                                                      "line_column": bool(line_column)})
