@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import RecallwatchError
@@ -39,6 +40,31 @@ SNIFF_BYTES = 8 * 1024 * 1024
 # file of broken native records is quarantined record by record, not refused).
 NATIVE_LISTS = frozenset({"retrieved", "retrieval_steps"})
 NATIVE_KEYS = NATIVE_LISTS | {"request_id"}
+
+_ITEM = pa.struct([("chunk_id", pa.string()), ("rank", pa.int64()), ("score", pa.float64()),
+                   ("text", pa.string())])
+# What a converter writes: the native log fields, the input's line, why a record could not be
+# converted, and the input record as read (quarantine's raw).
+NATIVE_SCHEMA = pa.schema([
+    (LINE_COLUMN, pa.int64()),
+    ("request_id", pa.string()),
+    ("timestamp", pa.string()),
+    ("query", pa.string()),
+    ("gold_id", pa.string()),
+    ("index_version", pa.string()),
+    ("session_id", pa.string()),
+    # numbers as float64: validation refuses a fractional one, and a value that is not a
+    # number at all is written as NaN, which it refuses with the field's own reason
+    ("index_size", pa.float64()),
+    ("k", pa.float64()),
+    ("turn", pa.float64()),
+    ("tags", pa.map_(pa.string(), pa.string())),
+    ("retrieved", pa.list_(_ITEM)),
+    ("retrieval_steps", pa.list_(pa.list_(_ITEM))),
+    ("response", pa.string()),
+    (PROBLEM_COLUMN, pa.string()),
+    ("input", pa.string()),
+])
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from openinference.semconv.trace import (
 )
 
 from pipeline.errors import RecallwatchError
-from pipeline.formats import LINE_COLUMN, Format, is_parquet, register
+from pipeline.formats import LINE_COLUMN, NATIVE_SCHEMA, Format, is_parquet, register
 from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES, RAW_LIMIT, read_json_lines
 
 NAME = "openinference"
@@ -92,28 +92,6 @@ OTLP_MAX_LINE_BYTES = 16 * DEFAULT_MAX_RECORD_BYTES
 _HEX_ID = re.compile(r"[0-9a-fA-F]{16}|[0-9a-fA-F]{32}")
 _DOCUMENT_KEY = re.compile(re.escape(DOCUMENTS) + r"\.(\d+)\.(.+)")
 
-_ITEM = pa.struct([("chunk_id", pa.string()), ("rank", pa.int64()), ("score", pa.float64()),
-                   ("text", pa.string())])
-SCHEMA = pa.schema([
-    (LINE_COLUMN, pa.int64()),
-    ("request_id", pa.string()),
-    ("timestamp", pa.string()),
-    ("query", pa.string()),
-    ("gold_id", pa.string()),
-    ("index_version", pa.string()),
-    ("session_id", pa.string()),
-    # numbers as float64: validation refuses a fractional one, and a value that is not a
-    # number at all is written as NaN, which it refuses with the field's own reason
-    ("index_size", pa.float64()),
-    ("k", pa.float64()),
-    ("turn", pa.float64()),
-    ("tags", pa.map_(pa.string(), pa.string())),
-    ("retrieved", pa.list_(_ITEM)),
-    ("retrieval_steps", pa.list_(pa.list_(_ITEM))),
-    ("response", pa.string()),
-    ("problem", pa.string()),
-    ("input", pa.string()),
-])
 _NUMBER_FIELDS = ("index_size", "k", "turn")
 
 
@@ -170,7 +148,7 @@ def to_native(path: Path, out: Path, options) -> None:
             traces.setdefault(span.trace_id, []).append(span)
     rows += [_request(trace_id, trace, sources) for trace_id, trace in traces.items()]
     rows.sort(key=lambda row: row[LINE_COLUMN])
-    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), out)
+    pq.write_table(pa.Table.from_pylist(rows, schema=NATIVE_SCHEMA), out)
 
 
 def _field_attributes(columns) -> dict[str, str]:

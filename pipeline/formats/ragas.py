@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import RecallwatchError
-from pipeline.formats import LINE_COLUMN, Format, is_parquet, register
+from pipeline.formats import LINE_COLUMN, NATIVE_SCHEMA, Format, is_parquet, register
 
 NAME = "ragas"
 USER_INPUT = "user_input"
@@ -54,27 +54,6 @@ REQUIRED_FIELDS = ("timestamp", "index_version")
 OPTIONAL_FIELDS = ("session_id", "index_size", "k", "turn", "tags")
 MULTI_TURN = f"{USER_INPUT} is not a string (multi-turn samples are not supported)"
 
-_ITEM = pa.struct([("chunk_id", pa.string()), ("rank", pa.int64()), ("score", pa.float64()),
-                   ("text", pa.string())])
-SCHEMA = pa.schema([
-    (LINE_COLUMN, pa.int64()),
-    ("request_id", pa.string()),
-    ("timestamp", pa.string()),
-    ("query", pa.string()),
-    ("gold_id", pa.string()),
-    ("index_version", pa.string()),
-    ("session_id", pa.string()),
-    # numbers as float64: validation refuses a fractional one, and a value that is not a
-    # number is written as NaN, which it refuses with the field's own reason
-    ("index_size", pa.float64()),
-    ("k", pa.float64()),
-    ("turn", pa.float64()),
-    ("tags", pa.map_(pa.string(), pa.string())),
-    ("retrieved", pa.list_(_ITEM)),
-    ("response", pa.string()),
-    ("problem", pa.string()),
-    ("input", pa.string()),
-])
 
 _BAD = object()   # a list column whose value is not a list
 
@@ -142,7 +121,7 @@ def to_native(path: Path, out: Path, options) -> None:
                          "input": raw[:RAW_LIMIT] if raw else None})
         else:
             rows.append(_request(line, record, columns, digest))
-    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), out)
+    pq.write_table(pa.Table.from_pylist(rows, schema=NATIVE_SCHEMA), out)
 
 
 def _columns(given) -> dict[str, str]:
