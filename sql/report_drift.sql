@@ -88,12 +88,13 @@ ORDER BY slice, metric;
 
 -- name: retrieval_churn
 -- How much the served chunks of the same golden move from one day it is asked to the next:
--- per golden and day (and index version), the union of the served top-k chunk IDs of its scored
+-- per golden and day (and index version), the set of the served top-k chunk IDs of its scored
 -- requests (a chunk is served when its best place in its step's ranking is within the request's
 -- k; for a one-step request that is list_slice(chunk_ids, 1, k)), compared by Jaccard overlap
--- |A ∩ B| / |A ∪ B| with the union over the previous day the golden was asked (any version).
--- Two empty sets overlap fully (1), as in scipy.spatial.distance.jaccard. One pass over
--- requests joined to scored_requests; lag() over each golden's days, no cross join.
+-- |A ∩ B| / |A ∪ B| with the set over the previous day the golden was asked (any version).
+-- Two empty sets overlap fully (1), as in scipy.spatial.distance.jaccard. The sets are rows
+-- (golden, day, chunk), never lists, so that joins and counts that can spill to disk do the
+-- work: |A ∩ B| is a join with the previous day's rows, |A ∪ B| = |A| + |B| − |A ∩ B|.
 -- Grain: one row per day x index version with at least one golden compared, by day.
 -- Columns: goldens (compared), mean_jaccard, requests (scored requests behind the compared
 -- goldens that day), across_versions (goldens whose previous day had none of this version).
@@ -105,34 +106,57 @@ WITH asked AS (
     JOIN requests AS r USING (request_id)
 ),
 per_version AS (
-    SELECT gold_id, day, index_version, count(*) AS requests,
-           list_distinct(flatten(list(served))) AS chunks
+    SELECT gold_id, day, index_version, count(*) AS requests
     FROM asked
     GROUP BY gold_id, day, index_version
 ),
-per_day AS (
-    SELECT gold_id, day, list_distinct(flatten(list(chunks))) AS chunks,
-           list(index_version) AS versions
-    FROM per_version
-    GROUP BY gold_id, day
+version_chunks AS (
+    SELECT DISTINCT gold_id, day, index_version, chunk_id
+    FROM (SELECT gold_id, day, index_version, unnest(served) AS chunk_id FROM asked)
+),
+day_chunks AS (
+    SELECT DISTINCT gold_id, day, chunk_id FROM version_chunks
 ),
 previous AS (
     SELECT gold_id, day,
-           lag(chunks) OVER (PARTITION BY gold_id ORDER BY day) AS previous_chunks,
+           lag(day) OVER (PARTITION BY gold_id ORDER BY day) AS previous_day,
            lag(versions) OVER (PARTITION BY gold_id ORDER BY day) AS previous_versions
-    FROM per_day
+    FROM (SELECT gold_id, day, list(index_version) AS versions
+          FROM per_version GROUP BY gold_id, day)
+),
+version_sizes AS (
+    SELECT gold_id, day, index_version, count(*) AS chunks
+    FROM version_chunks GROUP BY gold_id, day, index_version
+),
+day_sizes AS (
+    SELECT gold_id, day, count(*) AS chunks FROM day_chunks GROUP BY gold_id, day
+),
+in_common AS (
+    SELECT v.gold_id, v.day, v.index_version, count(*) AS common
+    FROM version_chunks AS v
+    JOIN previous AS p ON p.gold_id = v.gold_id AND p.day = v.day
+    JOIN day_chunks AS d
+      ON d.gold_id = v.gold_id AND d.day = p.previous_day AND d.chunk_id = v.chunk_id
+    GROUP BY v.gold_id, v.day, v.index_version
 ),
 compared AS (
-    SELECT v.day, v.index_version, v.requests,
-           NOT list_contains(p.previous_versions, v.index_version) AS across,
-           len(list_intersect(v.chunks, p.previous_chunks)) AS common,
-           len(list_distinct(list_concat(v.chunks, p.previous_chunks))) AS either
-    FROM per_version AS v
-    JOIN previous AS p USING (gold_id, day)
-    WHERE p.previous_chunks IS NOT NULL
+    SELECT g.day, g.index_version, g.requests,
+           NOT list_contains(p.previous_versions, g.index_version) AS across,
+           coalesce(c.common, 0) AS common,
+           coalesce(vs.chunks, 0) + coalesce(ds.chunks, 0) - coalesce(c.common, 0) AS either
+    FROM per_version AS g
+    JOIN previous AS p ON p.gold_id = g.gold_id AND p.day = g.day
+    LEFT JOIN version_sizes AS vs
+      ON vs.gold_id = g.gold_id AND vs.day = g.day AND vs.index_version = g.index_version
+    LEFT JOIN day_sizes AS ds ON ds.gold_id = g.gold_id AND ds.day = p.previous_day
+    LEFT JOIN in_common AS c
+      ON c.gold_id = g.gold_id AND c.day = g.day AND c.index_version = g.index_version
+    WHERE p.previous_day IS NOT NULL
 )
 SELECT day, index_version, count(*) AS goldens,
-       avg(CASE WHEN either = 0 THEN 1.0 ELSE common / either END) AS mean_jaccard,
+       -- summed exactly, so the same rows give the same bits whatever order they come in
+       sum(CAST(CASE WHEN either = 0 THEN 1.0 ELSE common / either END AS DECIMAL(38, 18)))
+           ::DOUBLE / count(*) AS mean_jaccard,
        CAST(sum(requests) AS BIGINT) AS requests,
        count(*) FILTER (WHERE across) AS across_versions
 FROM compared

@@ -1,8 +1,8 @@
-"""A small memory limit slows a run down but never changes it: ingest, score, aggregate and
-drift of 300k requests under RECALLWATCH_MEMORY_LIMIT=300MB complete (DuckDB spills what does
-not fit to the warehouse's temp directory, and aggregate gathers fewer days at a time) and leave
-exactly the rows of a run under the default limit, which holds everything in memory. Each run
-is a subprocess, so the variable is read by a fresh DuckDB."""
+"""A small memory limit slows a run down but never changes it: ingest, score, aggregate, drift
+and the report of 300k requests under RECALLWATCH_MEMORY_LIMIT=300MB complete (DuckDB spills
+what does not fit to the warehouse's temp directory, and aggregate gathers fewer days at a time)
+and leave exactly the rows of a run under the default limit, which holds everything in memory.
+Each run is a subprocess, so the variable is read by a fresh DuckDB."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ import sys
 from pipeline.api import run
 from pipeline.warehouse import connect
 
-warehouse, logs, gold = sys.argv[1:]
-run(warehouse, logs=[logs], gold=gold, gold_version="bench")
+warehouse, logs, gold, report = sys.argv[1:]
+run(warehouse, logs=[logs], gold=gold, gold_version="bench", report_dir=report)
 with connect(warehouse, read_only=True) as con:
     print(con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0])
 """
@@ -52,7 +52,9 @@ def _run(warehouse: Path, logs: Path, gold: Path, memory_limit: str | None) -> s
     env = {k: v for k, v in os.environ.items() if k != "RECALLWATCH_MEMORY_LIMIT"}
     if memory_limit:
         env["RECALLWATCH_MEMORY_LIMIT"] = memory_limit
-    result = subprocess.run([sys.executable, "-c", RUN, str(warehouse), str(logs), str(gold)],
+    report = warehouse.with_suffix(".report")
+    result = subprocess.run([sys.executable, "-c", RUN, str(warehouse), str(logs), str(gold),
+                             str(report)],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
                             check=False)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -88,3 +90,9 @@ def test_a_run_under_300mb_equals_one_under_the_default_limit(warehouses, table)
                              f"SELECT * FROM {b}.{name})").fetchall()[0][0]
                  for a, b in (("limited", "free"), ("free", "limited"))]
     assert differing == [0, 0]
+
+
+def test_the_report_under_300mb_is_the_report_under_the_default_limit(warehouses):
+    limited, free, _ = warehouses
+    pages = [(w.with_suffix(".report") / "report.html").read_bytes() for w in (limited, free)]
+    assert pages[0] == pages[1] and b"churn" in pages[0].lower()
