@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast bench lint browser clean
+.PHONY: venv demo test test-fast bench lint browser strace clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,19 @@ browser:
 	  fi; \
 	fi
 
-test: venv browser
+# strace stops a run at DuckDB's header writes in tests/test_crash.py; install it where we may.
+strace:
+	@if ! command -v strace >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing strace for the crash tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null) \
+	      || echo "could not install strace: one crash test will be skipped"; \
+	  else \
+	    echo "strace is not installed (apt-get install strace): one crash test will be skipped"; \
+	  fi; \
+	fi
+
+test: venv browser strace
 	$(BIN)/python -m pytest
 
 test-fast: venv

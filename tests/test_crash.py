@@ -290,7 +290,9 @@ def test_a_run_killed_anywhere_then_run_again_equals_a_clean_run(world, tmp_path
     assert {"ingest", "score"} <= reached and reached & {"aggregate", "drift"}, landed
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace to kill at a write")
+@pytest.mark.skipif(shutil.which("strace") is None,
+                    reason="strace is not installed (apt-get install strace; `make test` installs "
+                           "it as root): only strace can stop the run at DuckDB's header writes")
 def test_a_run_killed_while_creating_the_warehouse_leaves_one_the_next_run_creates(tmp_path):
     """DuckDB creates the file, then writes its three 4 KiB headers: a kill in between leaves
     0, 4 or 8 KiB that DuckDB alone refuses to open ever after. strace delivers the SIGKILL as

@@ -15,6 +15,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg2
 import pytest
 
 from pipeline.errors import RecallwatchError
@@ -23,8 +24,6 @@ from pipeline.score import score
 from pipeline.sources import read_options
 from pipeline.warehouse import connect
 from tests.conftest import golden, write_jsonl
-
-psycopg2 = pytest.importorskip("psycopg2")
 
 SERVER = "127.0.0.1:5432"
 PASSWORD = "s3cret-never-shown"
@@ -43,7 +42,8 @@ def pg_database():
     try:
         admin = _admin()
     except psycopg2.OperationalError as exc:
-        pytest.skip(f"PostgreSQL on {SERVER} is not reachable: {exc}")
+        pytest.fail(f"PostgreSQL on {SERVER} is not reachable ({exc}); these tests read a "
+                    "real server: start it and run again.")
     name = f"recallwatch_src_{secrets.token_hex(4)}"
     with admin.cursor() as cur:
         cur.execute(f'CREATE DATABASE "{name}"')

@@ -19,6 +19,8 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import boto3
+import moto.server  # noqa: F401  (the server the tests start)
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -29,9 +31,6 @@ from pipeline.ingest.files import LOG_SUFFIXES
 from pipeline.sources import ReadOptions, deliveries
 from pipeline.warehouse import connect
 from tests.conftest import golden, request, snapshot, write_jsonl
-
-boto3 = pytest.importorskip("boto3")
-pytest.importorskip("moto.server")
 
 SECRET = "s3cr3t-never-printed-Zq81"
 DAYS = ("2026-10-31", "2026-11-01", "2026-11-02")
