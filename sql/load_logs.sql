@@ -83,8 +83,7 @@ SELECT
     request_id, timestamp, query,
     CASE WHEN gold_id IS NULL THEN norm_text(query) END,
     gold_id, index_version, index_size, k, n_steps, session_id, turn, tags, retrieved,
-    list_transform(retrieved, lambda x: x.chunk_id)::VARCHAR[],
-    range(1, len(retrieved) + 1)::INTEGER[],
+    NULL, NULL,   -- the IDs of retrieved, at places 1, 2, 3, ... (view ranked_requests)
     $source, line
 FROM stage_checked c
 SEMI JOIN stage_outcome o ON o.line = c.line AND o.insert_it

@@ -103,7 +103,7 @@ WITH asked AS (
     SELECT s.gold_id, CAST(r.timestamp AS DATE) AS day, r.index_version,
            list_filter(r.chunk_ids, lambda c, i: r.chunk_ranks[i] <= r.k) AS served
     FROM scored_requests($route, $gold_version) AS s
-    JOIN requests AS r USING (request_id)
+    JOIN ranked_requests AS r USING (request_id)
 ),
 per_version AS (
     SELECT gold_id, day, index_version, count(*) AS requests

@@ -33,12 +33,28 @@ CREATE TABLE IF NOT EXISTS requests (
     tags          MAP(VARCHAR, VARCHAR),
     retrieved     STRUCT(step INTEGER, "position" INTEGER, chunk_id VARCHAR, rank INTEGER,
                          score DOUBLE, text VARCHAR)[] NOT NULL,
-    chunk_ids     VARCHAR[] NOT NULL,   -- distinct logged chunk IDs, best place first
-    chunk_ranks   INTEGER[] NOT NULL,   -- best place of each in its step's ranking (1 = top),
+    chunk_ids     VARCHAR[],            -- distinct logged chunk IDs, best place first
+    chunk_ranks   INTEGER[],            -- best place of each in its step's ranking (1 = top),
                                         -- over all steps; ties in logged rank go by list order
+                                        -- Both NULL when the request logged one list in
+                                        -- ranking order, no chunk twice (most do): its IDs are
+                                        -- then retrieved's, at places 1, 2, 3, ... Read them
+                                        -- through the view ranked_requests.
     source        VARCHAR   NOT NULL,
     line          BIGINT    NOT NULL
 );
+
+-- Warehouses written before the chunk IDs were stored once hold both lists on every request.
+ALTER TABLE requests ALTER COLUMN chunk_ids DROP NOT NULL;
+ALTER TABLE requests ALTER COLUMN chunk_ranks DROP NOT NULL;
+
+-- Every request with its ranking: chunk_ids and chunk_ranks as stored, or, where they are
+-- NULL, read from retrieved in list order.
+CREATE OR REPLACE VIEW ranked_requests AS
+SELECT * REPLACE (
+    coalesce(chunk_ids, list_transform(retrieved, lambda x: x.chunk_id)) AS chunk_ids,
+    coalesce(chunk_ranks, range(1, len(retrieved) + 1)::INTEGER[]) AS chunk_ranks)
+FROM requests;
 
 -- Identical re-deliveries of a loaded request from other lines or files: not loaded again,
 -- kept so the request survives when the file that first delivered it changes.

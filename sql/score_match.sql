@@ -17,7 +17,7 @@ WITH by_question AS (
 joined AS (
     SELECT r.request_id, r.timestamp, r.index_version, r.k, r.chunk_ids, r.chunk_ranks,
            g.gold_id, g.gold_chunk_ids, g.gold_passages, g.claims, g.reference
-    FROM requests r
+    FROM ranked_requests r
     LEFT JOIN by_question q ON q.question_norm = r.query_norm
     LEFT JOIN goldens g
            ON g.gold_version = _gold_version AND g.gold_id = coalesce(r.gold_id, q.gold_id)

@@ -282,7 +282,7 @@ def test_column_mapping_reads_fields_under_other_names(pg, uri, tmp_path):
         assert [f.source for f in summary.files] == [f"{uri}/public.rag_calls?day=2026-11-05"]
         assert con.sql(
             "SELECT request_id, timestamp, query, gold_id, index_version, n_steps, "
-            "list_sort(chunk_ids), tags['tenant'], line FROM requests").fetchall() == [
+            "list_sort(chunk_ids), tags['tenant'], line FROM ranked_requests").fetchall() == [
             ("a-1", datetime(2026, 11, 5, 9, 30), "what?", "g-1", "idx-2", 2, ["5", "c-1"],
              "acme", 7)]
         assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [

@@ -164,6 +164,25 @@ class BoundValues(dict):
         return f"${name}"
 
 
+class ViewValues(BoundValues):
+    """The values of one generated view: a view cannot hold $parameters, so each value is set
+    as a variable of the connection (SET VARIABLE, still bound, never written into SQL) and
+    read by name with getvariable. `prefix` keeps the names of one view apart."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def __call__(self, value: object) -> str:
+        name = f"{self.prefix}_v{len(self)}"
+        self[name] = value
+        return f"getvariable('{name}')"
+
+    def set_on(self, con) -> None:
+        for name, value in self.items():
+            con.execute(f"SET VARIABLE {name} = $value", {"value": value})
+
+
 def _parquet_field(field: Field, column: str,
                    arrow_type: pa.DataType | None) -> tuple[str, str | None]:
     """(staged value, condition under which the value gets the field's reason) for one field

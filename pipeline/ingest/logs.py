@@ -142,6 +142,7 @@ def stage_log_file(con, path: Path, max_record_bytes: int, *, line_column: str |
     line in the input it was converted from. A file DuckDB cannot read is the file's problem,
     named as `shown_as` (the source the user gave); running out of memory is not.
     `json_records`: the file holds native JSON records with their lines (stage_json_records)."""
+    drop_staged(con)
     try:
         if json_records:
             return stage_json_records(con, path, max_record_bytes)
@@ -152,6 +153,15 @@ def stage_log_file(con, path: Path, max_record_bytes: int, *, line_column: str |
         raise  # not the file's fault: the CLI names the memory setting
     except duckdb.Error as exc:
         raise unreadable(shown_as or path, exc) from None
+
+
+def drop_staged(con) -> None:
+    """Drop the staged records of the file before: a table for JSONL, a view for Parquet."""
+    for (kind,) in con.execute(
+            "SELECT 'TABLE' FROM duckdb_tables() WHERE temporary AND table_name = 'stage_requests' "
+            "UNION ALL SELECT 'VIEW' FROM duckdb_views() WHERE temporary "
+            "AND view_name = 'stage_requests'").fetchall():
+        con.execute(f"DROP {kind} stage_requests")
 
 
 def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
@@ -287,8 +297,8 @@ def _item_struct(arrow_type: pa.DataType | None, depth: int) -> pa.StructType | 
 
 
 def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
-    """Stage a Parquet log file into stage_requests, the shape stage_logs_jsonl.sql gives
-    JSONL. Columns are looked up in the file's schema, so a missing optional column reads as
+    """Stage a Parquet log file as the view stage_requests, the shape stage_logs_jsonl.sql
+    gives JSONL. Columns are looked up in the file's schema, so a missing optional column reads as
     NULL and a column of the wrong type is a per-record reason, not a crash. A record's line
     is its row, or the value of `line_column` (a file converted from another format)."""
     try:
@@ -299,7 +309,9 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
     types = {f.name: f.type for f in schema if not pa.types.is_null(f.type)
              and f.name != line_column and not (converted_problem and f.name == PROBLEM_COLUMN)}
     q = quote_identifier
-    bind = fields.BoundValues()
+    # a view: the file is read as validate_logs.sql and load_logs.sql read the view, never
+    # copied into a staging table first
+    bind = fields.ViewValues("stage_requests")
     logged, type_error = fields.parquet_request(types, bind)
 
     ret = q("retrieved") if "retrieved" in types else "NULL"
@@ -341,11 +353,12 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
         " ".join(k_default) + " END AS k_default" if len(k_default) > 1
         else "NULL::BIGINT AS k_default",
     ]
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE stage_requests AS SELECT " + ",\n".join(selects)
-        + f" FROM read_parquet({bind(str(path))}, file_row_number = true)",
-        bind,
-    )
+    statement = ("CREATE OR REPLACE TEMP VIEW stage_requests AS SELECT " + ",\n".join(selects)
+                 + f" FROM read_parquet({bind(str(path))}, file_row_number = true)")
+    bind.set_on(con)
+    drop_staged(con)
+    con.execute(statement)
     con.execute("CREATE OR REPLACE TEMP TABLE stage_rejects "
                 "(line BIGINT, raw VARCHAR, reason VARCHAR)")
-    return con.execute("SELECT count(*) FROM stage_requests").fetchall()[0][0]
+    return con.execute("SELECT count(*) FROM read_parquet($path)",
+                       {"path": str(path)}).fetchall()[0][0]
