@@ -12,6 +12,7 @@ import hashlib
 import os
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,11 +109,18 @@ def file_hash(path: Path) -> str:
     for `line_scan`, which the JSONL staging asks for next (reading a big file twice costs)."""
     digest = hashlib.sha256()
     lines = _LineCounter() if path.name.lower().endswith((".jsonl", ".ndjson")) else None
-    with open(path, "rb") as fh:
+    # hashlib lets go of the GIL while it hashes a block, so the next block's lines are counted
+    # on the other core meanwhile
+    with open(path, "rb") as fh, ThreadPoolExecutor(max_workers=1) as hasher:
+        pending = None
         for block in iter(lambda: fh.read(SCAN_BLOCK), b""):
-            digest.update(block)
+            if pending:
+                pending.result()
+            pending = hasher.submit(digest.update, block)
             if lines:
                 lines.add(block)
+        if pending:
+            pending.result()
     if lines:
         _remember_scan(path, lines.result())
     return digest.hexdigest()
@@ -172,8 +180,9 @@ class _LineCounter:
             if not self.delimited or self.delimited[-1] != line:
                 self.delimited.append(line)
             at = block.find(JSONL_DELIMITER, at + 1)
-        self.crs += block.count(b"\r")
-        self.crlfs += block.count(b"\r\n") + (self.ends_in_cr and block.startswith(b"\n"))
+        crs = block.count(b"\r")
+        self.crs += crs
+        self.crlfs += (crs and block.count(b"\r\n")) + (self.ends_in_cr and block.startswith(b"\n"))
         self.ends_in_cr = block.endswith(b"\r")
         count = block.count(b"\n")
         if count:
