@@ -196,11 +196,12 @@ def _check_format(con, target: str, *, create: bool) -> None:
 
 
 def _missing_columns(con) -> bool:
-    """Whether a column added to the schema since (rate_ci_method) is missing, which only a
-    writing connection can add."""
+    """Whether a column or view added to the schema since (window_metrics.rate_ci_method, the
+    view ranked_requests) is missing, which only a writing connection can add."""
     return not con.execute(
         "SELECT 1 FROM duckdb_columns() WHERE table_name = 'window_metrics' "
-        "AND column_name = 'rate_ci_method'").fetchall()
+        "AND column_name = 'rate_ci_method'").fetchall() or not con.execute(
+        "SELECT 1 FROM duckdb_views() WHERE view_name = 'ranked_requests'").fetchall()
 
 
 def _sql_files():
