@@ -15,19 +15,22 @@ UNION ALL
 SELECT request_id FROM request_scores
 WHERE route = $route AND timestamp >= $start AND timestamp < $end;
 
-CREATE OR REPLACE TEMP TABLE score_cleared_days AS
-SELECT DISTINCT date_trunc('day', timestamp) AS day FROM request_scores
+-- the requests scored before on this route: request_cutoffs and miss_causes hold rows only for
+-- requests with a request_scores row of the route (written and cleared together), so a window
+-- scored for the first time deletes nothing and reads none of those tables
+CREATE OR REPLACE TEMP TABLE score_cleared AS
+SELECT request_id, timestamp FROM request_scores
 WHERE route = $route AND request_id IN (SELECT request_id FROM score_window_ids);
 
 DELETE FROM request_cutoffs
-WHERE route = $route AND request_id IN (SELECT request_id FROM score_window_ids);
+WHERE route = $route AND request_id IN (SELECT request_id FROM score_cleared);
 
 DELETE FROM miss_causes
-WHERE route = $route AND request_id IN (SELECT request_id FROM score_window_ids);
+WHERE route = $route AND request_id IN (SELECT request_id FROM score_cleared);
 
 DELETE FROM request_scores
-WHERE route = $route AND request_id IN (SELECT request_id FROM score_window_ids);
+WHERE route = $route AND request_id IN (SELECT request_id FROM score_cleared);
 
 DROP TABLE score_window_ids;
 
-SELECT day FROM score_cleared_days ORDER BY day;
+SELECT DISTINCT date_trunc('day', timestamp) AS day FROM score_cleared ORDER BY day;
