@@ -105,11 +105,8 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int,
                 run_script(con, "forget_source", params)
             n_read = stage_log_file(con, path, max_record_bytes, line_column=line_column,
                                     shown_as=source, json_records=records)
-            run_script(con, "validate_logs", fields.validate_parameters())
-            # requests are written in no particular order (spread over every thread): each
-            # read of them that needs an order says ORDER BY
-            with unordered(con):
-                ((n_loaded,),) = run_script(con, "load_logs", params)
+            n_loaded = load_staged(con, params, in_parts=not records and (
+                bool(line_column) or is_parquet(path)))
             if not records and (line_column or is_parquet(path)):
                 run_script(con, "fill_parquet_raw", {**params, "path": str(path),
                                                      "line_column": bool(line_column)})
@@ -119,6 +116,59 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int,
             state.invalidate(con, "ingest", days + state.source_days(con, source))
             return record_file(con, "logs", source, None, digest, options_text, n_read,
                                n_loaded, n_quarantined), rejudge
+
+
+def part_rows(con) -> int:
+    """Rows of a Parquet file judged and loaded at a time: as many as the memory limit holds
+    without spilling (a staged request takes some 4 KiB while it is judged), never fewer than
+    100,000."""
+    ((limit,),) = con.execute(
+        "SELECT parse_formatted_bytes(current_setting('memory_limit'))").fetchall()
+    return max(100_000, limit // (4 << 10))
+
+
+def load_staged(con, params: dict, *, in_parts: bool) -> int:
+    """Judge the staged file (sql/validate_logs.sql) and load it (sql/load_logs.sql); returns
+    how many records loaded. A Parquet file (`in_parts`) longer than part_rows is judged and
+    loaded a part of its rows at a time, so that the judged records of one part, never the
+    whole file's, are held at once: the records whose request_id the file holds more than
+    once or is already loaded (stage_candidates) are set aside and judged together last, as
+    one file would judge them, so every record gets the outcome it gets in one piece."""
+    validate = fields.validate_parameters()
+    rows = part_rows(con)
+    first, last = (con.execute("SELECT min(file_row), max(file_row) FROM stage_file").fetchall()[0]
+                   if in_parts else (0, 0))
+    if not in_parts or last is None or last - first < rows:
+        return _judge_and_load(con, params, validate)
+    run_script(con, "stage_candidates")
+    loaded = 0
+    for start in range(first, last + 1, rows):
+        con.execute("SET VARIABLE stage_part_start = $start", {"start": start})
+        con.execute("SET VARIABLE stage_part_end = $end", {"end": start + rows})
+        con.execute(
+            "CREATE OR REPLACE TEMP VIEW stage_requests AS SELECT * EXCLUDE (file_row) "
+            "FROM stage_file WHERE file_row >= getvariable('stage_part_start') "
+            "AND file_row < getvariable('stage_part_end') AND NOT coalesce("
+            "logged.request_id IN (SELECT request_id FROM stage_candidates), false)")
+        loaded += _judge_and_load(con, params, validate)
+    if con.execute("SELECT 1 FROM stage_candidates LIMIT 1").fetchall():
+        con.execute(
+            "CREATE OR REPLACE TEMP VIEW stage_requests AS SELECT * EXCLUDE (file_row) "
+            "FROM stage_file "
+            "WHERE logged.request_id IN (SELECT request_id FROM stage_candidates)")
+        loaded += _judge_and_load(con, params, validate)
+    con.execute("CREATE OR REPLACE TEMP VIEW stage_requests AS "
+                "SELECT * EXCLUDE (file_row) FROM stage_file")
+    return loaded
+
+
+def _judge_and_load(con, params: dict, validate: dict) -> int:
+    run_script(con, "validate_logs", validate)
+    # requests are written in no particular order (spread over every thread): each read of
+    # them that needs an order says ORDER BY
+    with unordered(con):
+        ((n_loaded,),) = run_script(con, "load_logs", params)
+    return n_loaded
 
 
 @contextmanager
@@ -156,12 +206,13 @@ def stage_log_file(con, path: Path, max_record_bytes: int, *, line_column: str |
 
 
 def drop_staged(con) -> None:
-    """Drop the staged records of the file before: a table for JSONL, a view for Parquet."""
-    for (kind,) in con.execute(
-            "SELECT 'TABLE' FROM duckdb_tables() WHERE temporary AND table_name = 'stage_requests' "
-            "UNION ALL SELECT 'VIEW' FROM duckdb_views() WHERE temporary "
-            "AND view_name = 'stage_requests'").fetchall():
-        con.execute(f"DROP {kind} stage_requests")
+    """Drop the staged records of the file before: a table for JSONL, views for Parquet."""
+    for kind, name in con.execute(
+            "SELECT 'TABLE', table_name FROM duckdb_tables() WHERE temporary "
+            "AND table_name IN ('stage_requests', 'stage_file') "
+            "UNION ALL SELECT 'VIEW', view_name FROM duckdb_views() WHERE temporary "
+            "AND view_name IN ('stage_requests', 'stage_file') ORDER BY 2 DESC").fetchall():
+        con.execute(f"DROP {kind} {quote_identifier(name)}")
 
 
 def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
@@ -353,11 +404,16 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
         " ".join(k_default) + " END AS k_default" if len(k_default) > 1
         else "NULL::BIGINT AS k_default",
     ]
-    statement = ("CREATE OR REPLACE TEMP VIEW stage_requests AS SELECT " + ",\n".join(selects)
+    # the file's own row (from 0) besides the record's line: parts of a big file are read by
+    # it, and the reader skips the row groups outside a part (load_staged)
+    selects.append("file_row_number AS file_row")
+    statement = ("CREATE OR REPLACE TEMP VIEW stage_file AS SELECT " + ",\n".join(selects)
                  + f" FROM read_parquet({bind(str(path))}, file_row_number = true)")
     bind.set_on(con)
     drop_staged(con)
     con.execute(statement)
+    con.execute("CREATE OR REPLACE TEMP VIEW stage_requests AS "
+                "SELECT * EXCLUDE (file_row) FROM stage_file")
     con.execute("CREATE OR REPLACE TEMP TABLE stage_rejects "
                 "(line BIGINT, raw VARCHAR, reason VARCHAR)")
     return con.execute("SELECT count(*) FROM read_parquet($path)",
