@@ -71,6 +71,17 @@ LEFT JOIN stage_lines l USING (line);
 INSERT INTO request_copies (request_id, source, line)
 SELECT request_id, $source, line FROM stage_outcome WHERE reason IS NULL AND NOT insert_it;
 
+-- the good records not written below (copies and conflicts): few, so the writes leave them out
+-- by a join that holds only them, never one row per record of the file
+CREATE OR REPLACE TEMP TABLE stage_not_written AS
+SELECT line FROM stage_outcome WHERE NOT insert_it;
+
+-- what the caller counts as loaded: every good record, new or an identical re-delivery
+CREATE OR REPLACE TEMP TABLE stage_loaded AS
+SELECT count(*) AS n FROM stage_outcome WHERE reason IS NULL;
+
+DROP TABLE stage_outcome;
+
 -- the file's text is not kept past its load (nor held while the requests are written)
 DROP TABLE stage_lines;
 
@@ -86,8 +97,8 @@ SELECT
     NULL, NULL,   -- the IDs of retrieved, at places 1, 2, 3, ... (view ranked_requests)
     $source, line
 FROM stage_checked c
-SEMI JOIN stage_outcome o ON o.line = c.line AND o.insert_it
-WHERE c.in_list_order;
+ANTI JOIN stage_not_written n ON n.line = c.line
+WHERE c.reason IS NULL AND c.in_list_order;
 
 INSERT INTO requests
 WITH by_step AS (
@@ -96,8 +107,8 @@ WITH by_step AS (
                'step': x.step, 'rank': x.rank, 'position': x.position, 'chunk_id': x.chunk_id}))
                AS ordered
     FROM stage_checked c
-    SEMI JOIN stage_outcome o ON o.line = c.line AND o.insert_it
-    WHERE NOT c.in_list_order
+    ANTI JOIN stage_not_written n ON n.line = c.line
+    WHERE c.reason IS NULL AND NOT c.in_list_order
 ),
 placed AS (
     -- a chunk's place is its position in its step's ranking (1, 2, 3, ... whatever the logged
@@ -131,5 +142,4 @@ SELECT
     $source, line
 FROM firsts;
 
--- what the caller counts as loaded: every good record, new or an identical re-delivery
-SELECT count(*) FROM stage_outcome WHERE reason IS NULL;
+SELECT n FROM stage_loaded;
