@@ -16,7 +16,9 @@ WITH good AS (
 repeated AS (
     SELECT request_id FROM good GROUP BY request_id HAVING count(*) > 1
     UNION
-    SELECT request_id FROM good WHERE request_id IN (SELECT request_id FROM requests)
+    -- an inner join: its hash table is built on the smaller side and spills, where an IN
+    -- (SELECT ... FROM requests) would hold every loaded request_id in memory
+    SELECT g.request_id FROM good g JOIN requests r ON r.request_id = g.request_id
 ),
 staged_digest AS (
     SELECT line, request_id,

@@ -12,5 +12,8 @@ WHERE logged.request_id IS NOT NULL
 GROUP BY ALL
 HAVING count(*) > 1
 UNION
-SELECT request_id FROM requests
-WHERE request_id IN (SELECT logged.request_id FROM stage_file);
+-- an inner join: its hash table is built on the smaller side and spills
+SELECT r.request_id
+FROM requests r
+JOIN (SELECT DISTINCT logged.request_id AS request_id FROM stage_file) f
+  ON f.request_id = r.request_id;
