@@ -22,7 +22,11 @@ ORDER BY window_start;
 -- Parameters: $route, $gold_version.
 SELECT CASE WHEN grouping(s.index_version) = 1 THEN NULL ELSE s.index_version END
            AS index_version,
-       a.k, count(*) AS n, avg(a.recall) AS recall, avg(a.precision) AS precision,
+       -- means of exact sums (each term to 18 decimals): the same rows in any order, or
+       -- summed on any number of threads, give the same bits
+       a.k, count(*) AS n,
+       sum(CAST(a.recall AS DECIMAL(38, 18)))::DOUBLE / count(*) AS recall,
+       sum(CAST(a.precision AS DECIMAL(38, 18)))::DOUBLE / count(a.precision) AS precision,
        count(a.precision) AS n_precision, avg(CAST(a.hit AS INTEGER)) AS hit_rate
 FROM recall_at_k AS a
 JOIN scored_requests($route, $gold_version) AS s
@@ -81,7 +85,8 @@ WITH question AS (
     WHERE gold_version = $gold_version GROUP BY gold_id
 )
 SELECT s.gold_id, any_value(q.question) AS question, count(*) AS n,
-       avg(s.recall) AS mean_recall
+       -- an exact sum: goldens of the same mean rank by gold_id whatever the rows' order
+       sum(CAST(s.recall AS DECIMAL(38, 18)))::DOUBLE / count(*) AS mean_recall
 FROM scored_requests($route, $gold_version) AS s LEFT JOIN question AS q USING (gold_id)
 GROUP BY s.gold_id
 HAVING count(*) >= $min_n
