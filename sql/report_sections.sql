@@ -70,10 +70,14 @@ GROUP BY index_version ORDER BY first_seen, index_version;
 -- name: requests_with_miss
 -- Scored requests of one route and gold set that miss at least one gold chunk.
 -- Grain: one row, the count. Parameters: $route, $gold_version.
-SELECT count(DISTINCT m.request_id) FROM miss_causes AS m
+-- grouped, then counted: a GROUP BY spills to disk under a small memory limit, where an
+-- ungrouped count(DISTINCT ...) over millions of requests runs out of it
+SELECT count(*)
+FROM (SELECT request_id FROM miss_causes
+      WHERE route = $route AND gold_version = $gold_version
+      GROUP BY request_id) AS m
 JOIN scored_requests($route, $gold_version) AS s
-  ON s.request_id = m.request_id AND s.route = m.route
-WHERE m.route = $route AND m.gold_version = $gold_version;
+  ON s.request_id = m.request_id AND s.route = $route;
 
 -- name: worst_goldens
 -- The goldens with the lowest mean recall among the scored requests of one route and gold

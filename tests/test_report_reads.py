@@ -86,3 +86,22 @@ def test_scored_request_filter_is_written_once_in_the_macro_file():
     macro = (SQL_DIR / MACROS).read_text(encoding="utf-8")
     assert "MACRO scored_requests(_route, _gold_version)" in macro
     assert re.search(r"AND status = 'scored'", macro)
+
+
+def test_the_miss_sentence_counts_requests_with_a_miss_once(tmp_path, run_cli):
+    """'N missing gold chunks in M of K scored requests': a request missing two gold chunks is
+    counted once among the M."""
+    from tests.conftest import golden, request, write_jsonl
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b", "c"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r-1", ["a"]),             # misses b, c
+        request("r-2", ["a", "b"]),        # misses c
+        request("r-3", ["a", "b", "c"]),   # misses nothing
+    ])
+    code, _, _ = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold",
+                         tmp_path / "gold.jsonl", "--gold-version", "v1",
+                         "--out", tmp_path / "report")
+    assert code == 0
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "3 missing gold chunks in 2 of 3 scored requests." in page
