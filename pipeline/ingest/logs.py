@@ -349,9 +349,11 @@ def _item_struct(arrow_type: pa.DataType | None, depth: int) -> pa.StructType | 
 
 def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
     """Stage a Parquet log file as the view stage_requests, the shape stage_logs_jsonl.sql
-    gives JSONL. Columns are looked up in the file's schema, so a missing optional column reads as
-    NULL and a column of the wrong type is a per-record reason, not a crash. A record's line
-    is its row, or the value of `line_column` (a file converted from another format)."""
+    gives JSONL, over the view stage_file (the same with each row's number, file_row, by which
+    load_staged reads a big file in parts). Columns are looked up in the file's schema, so a
+    missing optional column reads as NULL and a column of the wrong type is a per-record
+    reason, not a crash. A record's line is its row, or the value of `line_column` (a file
+    converted from another format)."""
     try:
         schema = pq.read_schema(path)
     except Exception as exc:  # pyarrow raises several types for a broken file
