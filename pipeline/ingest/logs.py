@@ -412,7 +412,6 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
     statement = ("CREATE OR REPLACE TEMP VIEW stage_file AS SELECT " + ",\n".join(selects)
                  + f" FROM read_parquet({bind(str(path))}, file_row_number = true)")
     bind.set_on(con)
-    drop_staged(con)
     con.execute(statement)
     con.execute("CREATE OR REPLACE TEMP VIEW stage_requests AS "
                 "SELECT * EXCLUDE (file_row) FROM stage_file")
