@@ -30,7 +30,7 @@ from pipeline.report.charts import (
     unit_domain,
 )
 from pipeline.report.formats import compact, count, f2, f3, interval
-from pipeline.report.reads import rows, tables
+from pipeline.report.reads import rows, script_rows, tables
 from pipeline.report.scope import Scope
 from pipeline.warehouse import queries
 
@@ -289,7 +289,7 @@ def churn_section(con: duckdb.DuckDBPyConnection, scope: Scope,
     with the golden's previous day, over the index versions of the day (a golden asked under
     two versions counts once per version), with the goldens compared below and a marker where
     an index version first appears."""
-    found = rows(con, _drift_sql("retrieval_churn"), **scope.params("route", "gold_version"))
+    found = script_rows(con, "report_churn", **scope.params("route", "gold_version"))
     if not found:
         return None
     per_day: dict[date, list[dict]] = defaultdict(list)

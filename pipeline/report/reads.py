@@ -10,7 +10,7 @@ from __future__ import annotations
 import duckdb
 
 from pipeline.errors import RecallwatchError
-from pipeline.warehouse import queries, run_script
+from pipeline.warehouse import queries, quote_identifier, run_script
 
 READ_TABLES = (
     "window_metrics", "recall_at_k", "request_scores", "miss_causes",
@@ -21,6 +21,23 @@ READ_TABLES = (
 def rows(con: duckdb.DuckDBPyConnection, query: str, **params) -> list[dict]:
     # con.sql(...).pl() is the DuckDB 2.0 path that neither blocks the connection nor needs fetch.
     return con.sql(query, params=params or None).pl().to_dicts()
+
+
+def script_rows(con: duckdb.DuckDBPyConnection, name: str, **params) -> list[dict]:
+    """The rows of the last statement of the script sql/<name>.sql, the statements before it
+    building the TEMP tables it reads; those tables are dropped after, so their memory goes back
+    to the report's other queries."""
+    before = _temp_tables(con)
+    try:
+        return run_script(con, name, params, as_arrow=True).to_pylist()
+    finally:
+        for table in sorted(_temp_tables(con) - before):
+            con.execute(f"DROP TABLE IF EXISTS temp.main.{quote_identifier(table)}")
+
+
+def _temp_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {name for (name,) in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE temporary").fetchall()}
 
 
 def scalar(con: duckdb.DuckDBPyConnection, query: str, **params):
