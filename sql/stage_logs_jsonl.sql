@@ -1,10 +1,11 @@
 -- stage_logs_jsonl: turn the lines of one JSONL log file into the staging shape.
 -- Grain: stage_requests one row per line that is a JSON object, its fields in the struct
--- `logged` and its logged chunks as one list of `items` (all steps). Input: temp table
--- stage_lines(line, text), lines already decoded as UTF-8 and under the size limit; the text
--- stays there (stage_requests.raw is NULL: sql/load_logs.sql takes a quarantined line's text
--- from stage_lines). Unparseable lines go to stage_rejects here; everything else is judged by
--- validate_logs.sql.
+-- `logged` and its logged chunks as one list of `items` (all steps). Input: stage_lines(line,
+-- text), a temp table or view of the non-blank lines, already decoded as UTF-8 and under the
+-- size limit, read once here. The text stays there (stage_requests.raw is NULL, except on a
+-- line that is not a JSON object, which goes to stage_rejects with its text here;
+-- sql/fill_jsonl_raw.sql gives the other quarantined records theirs). Everything else is
+-- judged by validate_logs.sql.
 -- Parameters, from the field rows of pipeline/ingest/fields.py (request_* for the record,
 -- item_* for each logged chunk), in the rows' order: $type_paths (the JSON path of each
 -- request field, then '$', '$.retrieved', '$.retrieval_steps'), $item_paths (of each item
@@ -132,7 +133,7 @@ leaves AS (
 )
 SELECT
     line,
-    NULL::VARCHAR AS raw,
+    CASE WHEN json_error IS NOT NULL THEN text END AS raw,
     CASE WHEN json_error IS NULL THEN first_type_error(types[1:-4], $request_rules) END
         AS type_error,
     CASE WHEN json_error IS NULL THEN from_json(text, $request_structure) END AS logged,
@@ -163,9 +164,8 @@ SELECT
 FROM leaves;
 
 CREATE OR REPLACE TEMP TABLE stage_rejects AS
-SELECT r.line, l.text AS raw, r.json_error AS reason
-FROM stage_requests r
-JOIN stage_lines l USING (line)
-WHERE r.json_error IS NOT NULL;
+SELECT line, raw, json_error AS reason
+FROM stage_requests
+WHERE json_error IS NOT NULL;
 
 DELETE FROM stage_requests WHERE json_error IS NOT NULL;
