@@ -1,8 +1,8 @@
 -- fill_jsonl_raw: give the quarantined records of one JSON Lines file their line's text, from
--- stage_lines (a table, or the view of sql/view_jsonl_lines.sql that reads the file again):
--- only the lines of quarantined records are looked up, and a file none of whose records is
--- quarantined is not read at all (the join's lookup side is empty). Parameters: $source,
--- $raw_limit (characters of a bad record kept).
+-- stage_lines (sql/read_jsonl_lines.sql): only the lines of quarantined records are looked
+-- up, and when none of the file's records is quarantined the lines are not read at all (the
+-- join's lookup side is empty). Parameters: $source, $raw_limit (characters of a bad record
+-- kept).
 
 UPDATE quarantine
 SET raw = left(l.text, $raw_limit)

@@ -1,11 +1,10 @@
 -- stage_logs_jsonl: turn the lines of one JSONL log file into the staging shape.
 -- Grain: stage_requests one row per line that is a JSON object, its fields in the struct
--- `logged` and its logged chunks as one list of `items` (all steps). Input: stage_lines(line,
--- text), a temp table or view of the non-blank lines, already decoded as UTF-8 and under the
--- size limit, read once here. The text stays there (stage_requests.raw is NULL, except on a
--- line that is not a JSON object, which goes to stage_rejects with its text here;
--- sql/fill_jsonl_raw.sql gives the other quarantined records theirs). Everything else is
--- judged by validate_logs.sql.
+-- `logged` and its logged chunks as one list of `items` (all steps). Input: temp table
+-- stage_lines(line, text), the non-blank lines, already decoded as UTF-8 and under the size
+-- limit. The text stays there: stage_requests.raw is NULL, except on a line that is not a
+-- JSON object, which goes to stage_rejects with its text here (sql/fill_jsonl_raw.sql gives
+-- the other quarantined records theirs). Everything else is judged by validate_logs.sql.
 -- Parameters, from the field rows of pipeline/ingest/fields.py (request_* for the record,
 -- item_* for each logged chunk), in the rows' order: $type_paths (the JSON path of each
 -- request field, then '$', '$.retrieved', '$.retrieval_steps'), $item_paths (of each item

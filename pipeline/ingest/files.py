@@ -6,7 +6,6 @@ content and options are unchanged is skipped and every file's counts reconcile
 
 from __future__ import annotations
 
-import codecs
 import glob
 import gzip
 import hashlib
@@ -136,8 +135,6 @@ SKIP_CHUNK = 1 << 20   # bytes read at a time past an oversized line
 # Bytes read at a time when lines are only counted: a line longer than this spans two blocks,
 # so its length is known exactly; shorter lines are only counted.
 SCAN_BLOCK = 1 << 20
-# Bytes at a block's end looked at first for the last one that is not white space.
-_TAIL = 256
 # The byte DuckDB splits a JSON Lines file on to read each line as one CSV column
 # (pipeline/ingest/logs.py). Valid JSON never holds it raw (a control character is escaped in a
 # string), but an invalid line may, and DuckDB then returns the line cut or rejects it; the
@@ -158,8 +155,6 @@ class LineScan:
     delimited: tuple[int, ...]                # lines holding JSONL_DELIMITER
     # every line ends the same way (LF, or CR LF) and no other carriage return occurs
     one_line_ending: bool = True
-    utf8: bool = True         # the whole file decodes as UTF-8
-    last_text_line: int = 0   # the last line holding a byte bytes.strip() keeps; 0: none
 
 
 class _LineCounter:
@@ -174,27 +169,10 @@ class _LineCounter:
         self.delimited: list[int] = []
         self.crs = self.crlfs = 0
         self.ends_in_cr = False
-        self.utf8 = True
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
-        self.last_text_line = 0
 
     def add(self, block: bytes) -> None:
         if len(self.first) < len(UTF8_BOM):
             self.first += block[:len(UTF8_BOM)]
-        # ASCII (most JSON) needs no decoding, unless a character is cut at the block's start
-        if self.utf8 and not (block.isascii() and not self.decoder.getstate()[0]):
-            try:
-                self.decoder.decode(block)
-            except UnicodeDecodeError:
-                self.utf8 = False
-        # the last byte strip() keeps: nearly always in the block's last few bytes
-        text_end = len(block[-_TAIL:].rstrip())
-        if text_end:
-            text_end += max(len(block) - _TAIL, 0)
-        else:
-            text_end = len(block.rstrip())
-        if text_end:
-            self.last_text_line = self.newlines + block.count(b"\n", 0, text_end - 1) + 1
         at, line, counted = block.find(JSONL_DELIMITER), self.newlines + 1, 0
         while at >= 0 and len(self.delimited) <= MAX_DELIMITED:
             line += block.count(b"\n", counted, at)
@@ -222,14 +200,8 @@ class _LineCounter:
         if self.run > SCAN_BLOCK:   # a long last line without a newline
             bom = len(UTF8_BOM) if not self.newlines and self.first.startswith(UTF8_BOM) else 0
             self.long.append((lines, self.run - bom))
-        try:
-            self.decoder.decode(b"", final=True)
-        except UnicodeDecodeError:   # the file ends inside a character
-            self.utf8 = False
         return LineScan(lines, tuple(self.long), tuple(self.delimited),
-                        self.crs == 0 or self.crs == self.crlfs == self.newlines,
-                        self.utf8, self.last_text_line)
-
+                        self.crs == 0 or self.crs == self.crlfs == self.newlines)
 
 
 _scans: dict[tuple[str, int, int], LineScan] = {}

@@ -170,26 +170,12 @@ def _judge_and_load(con, params: dict, validate: dict) -> int:
         run_script(con, "load_logs", params)
         # a JSONL file's text: its quarantined lines' is looked up, then it is not kept (nor
         # held while the requests are written)
-        if _staged_lines_kind(con):
+        if con.execute("SELECT 1 FROM duckdb_tables() WHERE temporary "
+                       "AND table_name = 'stage_lines'").fetchall():
             run_script(con, "fill_jsonl_raw", params)
-            _drop_staged_lines(con)
+            con.execute("DROP TABLE stage_lines")
         ((n_loaded,),) = run_script(con, "load_requests", params)
     return n_loaded
-
-
-def _staged_lines_kind(con) -> str | None:
-    """'TABLE' or 'VIEW' when stage_lines holds the staged file's lines, else None."""
-    found = con.execute(
-        "SELECT 'TABLE' FROM duckdb_tables() WHERE temporary AND table_name = 'stage_lines' "
-        "UNION ALL SELECT 'VIEW' FROM duckdb_views() WHERE temporary "
-        "AND view_name = 'stage_lines'").fetchall()
-    return found[0][0] if found else None
-
-
-def _drop_staged_lines(con) -> None:
-    kind = _staged_lines_kind(con)
-    if kind:
-        con.execute(f"DROP {kind} stage_lines")
 
 
 @contextmanager
@@ -214,7 +200,7 @@ def stage_log_file(con, path: Path, max_record_bytes: int, *, line_column: str |
     named as `shown_as` (the source the user gave); running out of memory is not.
     `json_records`: the file holds native JSON records with their lines (stage_json_records)."""
     drop_staged(con)
-    _drop_staged_lines(con)
+    con.execute("DROP TABLE IF EXISTS stage_lines")
     try:
         if json_records:
             return stage_json_records(con, path, max_record_bytes)
@@ -238,23 +224,21 @@ def drop_staged(con) -> None:
 
 
 def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
-    """Stage the lines of a JSONL file as stage_lines and run stage_logs_jsonl.sql; lines
+    """Stage the lines of a JSONL file into stage_lines and run stage_logs_jsonl.sql; lines
     that are not UTF-8 or are over the size limit never reach SQL and join stage_rejects
     here. Returns the number of non-blank lines.
 
-    Most files are parsed as DuckDB reads their lines, through a view (_stage_lines_as_view).
-    Otherwise DuckDB reads the lines into a table (sql/read_jsonl_lines.sql), on every core;
-    the few it rejects (not UTF-8, over the limit, holding the delimiter byte) are read again
-    here and judged as read_json_lines judges them. The whole file goes through read_json_lines instead when
-    DuckDB cannot be trusted with it, as line_scan tells before DuckDB reads (a failed read
+    DuckDB reads the lines into a table (sql/read_jsonl_lines.sql), and parses them from it on
+    every core: a view over its reader would number the lines on one core, and parsing in the
+    same pass then runs on one core too (measured slower on 1M and 3M lines). The few lines
+    it rejects (not UTF-8, over the limit, holding the delimiter byte) are read again here
+    and judged as read_json_lines judges them. The whole file goes through read_json_lines
+    instead when DuckDB cannot be trusted with it, as line_scan tells before DuckDB reads (a failed read
     would abort the file's transaction): a line over the limit and longer than SCAN_BLOCK
     (DuckDB holds such a line whole, several times over, and drops one longer than its read
     buffer without a word), line endings its strict reader refuses (CRLF and LF mixed, a bare
     CR), many lines holding the delimiter byte; or, after it read, lines that do not add up
     to the count of line_scan."""
-    staged = _stage_lines_as_view(con, path, max_record_bytes)
-    if staged is not None:
-        return staged
     rejects = _read_lines_in_sql(con, path, max_record_bytes)
     if rejects is None:
         rejects = _read_lines_in_python(con, path, max_record_bytes)
@@ -270,32 +254,6 @@ def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
         con.execute("INSERT INTO stage_rejects SELECT line, raw, reason FROM python_rejects")
         con.unregister("python_rejects")
     return n_staged + len(rejects)
-
-
-def _stage_lines_as_view(con, path: Path, max_record_bytes: int) -> int | None:
-    """Stage a JSONL file through the view stage_lines (sql/view_jsonl_lines.sql): its lines
-    are parsed as DuckDB reads them, never held as a table of text. Only for a file whose line
-    scan finds every line fit for DuckDB (UTF-8, one line ending, none holding the delimiter
-    byte or over the size); and DuckDB must then have rejected none and numbered the last line
-    of text as the scan did. Returns the number of non-blank lines, or None (nothing staged)
-    when the file needs the table of sql/read_jsonl_lines.sql."""
-    scan = line_scan(path)
-    if (not scan.utf8 or not scan.one_line_ending or scan.delimited
-            or any(size > max_record_bytes for _, size in scan.long_lines)):
-        return None
-    for name, value in (("path", str(path)), ("delimiter", JSONL_DELIMITER.decode()),
-                        ("max_size", max(max_record_bytes - 2, 1)), ("blank", _BLANK)):
-        con.execute(f"SET VARIABLE stage_lines_{name} = $value", {"value": value})
-    run_script(con, "view_jsonl_lines")
-    run_script(con, "stage_logs_jsonl", fields.jsonl_parameters())
-    ((rejected, last, n_staged),) = con.execute(
-        "SELECT (SELECT count(*) FROM stage_line_errors), max(line), count(*) FROM ("
-        "SELECT line FROM stage_requests UNION ALL SELECT line FROM stage_rejects)").fetchall()
-    if rejected or (last or 0) != scan.last_text_line:
-        drop_staged(con)
-        _drop_staged_lines(con)
-        return None
-    return n_staged
 
 
 def _read_lines_in_sql(con, path: Path, max_record_bytes: int,
