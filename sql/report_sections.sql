@@ -17,34 +17,54 @@ ORDER BY window_start;
 
 -- name: recall_curve
 -- The recall@k curve of the scored requests of one route and gold set: mean recall,
--- precision and hit rate at every cutoff, overall and per index version.
+-- precision and hit rate at every cutoff, overall and per index version (as recall_at_k
+-- gives them, read from request_cutoffs, one row per request, so that the join with the
+-- scores is one row per request rather than one per request and cutoff).
 -- Grain: one row per cutoff k (index_version NULL: all requests) and per index version x k.
 -- Parameters: $route, $gold_version.
-SELECT CASE WHEN grouping(s.index_version) = 1 THEN NULL ELSE s.index_version END
+WITH counts AS (
+    -- how many requests had each combination of counts at each cutoff: few distinct ones, so
+    -- the means below add few exact terms, the same whatever order the rows come in
+    SELECT index_version, k, needed, covered, served, relevant, count(*) AS n
+    FROM (
+        SELECT s.index_version, c.needed, unnest(c.cutoffs) AS k,
+               unnest(c.covered) AS covered, unnest(c.served) AS served,
+               unnest(c.relevant) AS relevant
+        FROM request_cutoffs AS c
+        JOIN scored_requests($route, $gold_version) AS s
+          ON s.request_id = c.request_id AND s.route = c.route
+    )
+    WHERE covered IS NOT NULL   -- a cutoff the route did not measure (recall_at_k has no row)
+    GROUP BY ALL
+)
+SELECT CASE WHEN grouping(index_version) = 1 THEN NULL ELSE index_version END
            AS index_version,
-       -- means of exact sums (each term to 18 decimals): the same rows in any order, or
-       -- summed on any number of threads, give the same bits
-       a.k, count(*) AS n,
-       sum(CAST(a.recall AS DECIMAL(38, 18)))::DOUBLE / count(*) AS recall,
-       sum(CAST(a.precision AS DECIMAL(38, 18)))::DOUBLE / count(a.precision) AS precision,
-       count(a.precision) AS n_precision, avg(CAST(a.hit AS INTEGER)) AS hit_rate
-FROM recall_at_k AS a
-JOIN scored_requests($route, $gold_version) AS s
-  ON s.request_id = a.request_id AND s.route = a.route
-GROUP BY GROUPING SETS ((a.k), (s.index_version, a.k))
-ORDER BY a.k;
+       -- means of exact sums (each term to 18 decimals, as recall_at_k's values): the same
+       -- rows in any order, or summed on any number of threads, give the same bits
+       k, CAST(sum(n) AS BIGINT) AS n,
+       sum(n * CAST(covered / needed AS DECIMAL(38, 18)))::DOUBLE / sum(n) AS recall,
+       sum(n * CAST(relevant / nullif(served, 0) AS DECIMAL(38, 18)))::DOUBLE
+           / sum(n) FILTER (WHERE relevant / nullif(served, 0) IS NOT NULL) AS precision,
+       CAST(coalesce(sum(n) FILTER (WHERE relevant / nullif(served, 0) IS NOT NULL), 0)
+            AS BIGINT) AS n_precision,
+       coalesce(sum(n) FILTER (WHERE covered > 0), 0) / sum(n) AS hit_rate
+FROM counts
+GROUP BY GROUPING SETS ((k), (index_version, k))
+ORDER BY k;
 
 -- name: curve_sizes
--- n per curve of the recall@k chart (distinct scored requests of one route and gold set),
--- with the index version's first use to order the legend.
+-- n per curve of the recall@k chart (scored requests of one route and gold set with at least
+-- one recall_at_k row: request_cutoffs holds one row per request and route), with the index
+-- version's first use to order the legend.
 -- Grain: one row for all requests (index_version NULL, first), then one per index version.
 -- Parameters: $route, $gold_version.
 SELECT CASE WHEN grouping(s.index_version) = 1 THEN NULL ELSE s.index_version END
            AS index_version,
-       count(DISTINCT s.request_id) AS n, min(s.timestamp) AS first_seen
-FROM recall_at_k AS a
+       count(*) AS n, min(s.timestamp) AS first_seen
+FROM request_cutoffs AS c
 JOIN scored_requests($route, $gold_version) AS s
-  ON s.request_id = a.request_id AND s.route = a.route
+  ON s.request_id = c.request_id AND s.route = c.route
+WHERE len(list_filter(c.covered, lambda covered: covered IS NOT NULL)) > 0
 GROUP BY GROUPING SETS ((), (s.index_version))
 ORDER BY index_version IS NOT NULL, first_seen, index_version;
 

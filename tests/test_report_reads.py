@@ -105,3 +105,90 @@ def test_the_miss_sentence_counts_requests_with_a_miss_once(tmp_path, run_cli):
     assert code == 0
     page = (tmp_path / "report" / "report.html").read_text()
     assert "3 missing gold chunks in 2 of 3 scored requests." in page
+
+
+def _cutoff_rows(seed: int) -> list[dict]:
+    """Scored requests of two index versions and one other gold set, with the counts a route
+    writes: some cutoffs not measured (NULL covered, as on the claims route below the whole
+    served context), NULL relevant (claims), nothing served at a cutoff (precision NULL)."""
+    import random
+
+    rng = random.Random(seed)
+    cutoffs = [1, 3, 5]
+    found = []
+    for i in range(60):
+        needed = rng.randint(1, 4)
+        whole = rng.random() < 0.3
+        covered = [min(needed, rng.randint(0, c)) for c in cutoffs]
+        covered = sorted(covered)
+        if whole:
+            covered = [None if j < rng.randint(0, 3) else c for j, c in enumerate(covered)]
+        served = sorted(rng.choice([0, c]) for c in cutoffs)
+        relevant = None if whole else [min(s, c or 0) for s, c in zip(served, covered)]
+        found.append({
+            "id": f"r-{i}", "version": rng.choice(["idx-a", "idx-b"]),
+            "gold": "gs-1" if i % 7 else "gs-0", "needed": needed, "cutoffs": cutoffs,
+            "covered": covered, "served": served, "relevant": relevant,
+            "ts": datetime(2026, 11, 1 + i % 5)})
+    return found
+
+
+def _write_cutoffs(path: Path, found: list[dict]) -> None:
+    con = connect(path)
+    for r in found:
+        con.execute("INSERT INTO request_scores (request_id, timestamp, gold_version, "
+                    "index_version, route, k, status) VALUES "
+                    "($id, $ts, $gold, $version, 'ids', 5, 'scored')",
+                    {k: r[k] for k in ("id", "ts", "gold", "version")})
+        con.execute("INSERT INTO request_cutoffs VALUES ($id, 'ids', $needed, $cutoffs, "
+                    "$covered, $served, $relevant)",
+                    {k: r[k] for k in ("id", "needed", "cutoffs", "covered", "served",
+                                       "relevant")})
+    con.close()
+
+
+def test_the_recall_curve_is_recall_at_k_averaged_and_the_same_bits_in_any_row_order(tmp_path):
+    from pipeline.report.reads import rows
+
+    found = _cutoff_rows(7)
+    curves = []
+    for order, rows_in in (("as made", found), ("reversed", found[::-1])):
+        _write_cutoffs(tmp_path / f"{order}.duckdb", rows_in)
+        con = connect(tmp_path / f"{order}.duckdb", read_only=True)
+        prepare(con)
+        sections = queries("report_sections")
+        curve = rows(con, sections["recall_curve"], route="ids", gold_version="gs-1")
+        sizes = rows(con, sections["curve_sizes"], route="ids", gold_version="gs-1")
+        # what the curve must average: the public view, row by row
+        at_k = con.sql(
+            "SELECT s.index_version, a.k, a.recall, a.precision, a.hit FROM recall_at_k a "
+            "JOIN request_scores s USING (request_id, route) WHERE s.gold_version = 'gs-1'"
+        ).fetchall()
+        con.close()
+        curves.append((curve, sizes))
+
+    assert curves[0] == curves[1]   # bit for bit
+    curve, sizes = curves[0]
+    expected = []
+    for version in (None, "idx-a", "idx-b"):
+        for k in (1, 3, 5):
+            group = [r for r in at_k if r[1] == k and version in (None, r[0])]
+            if not group:
+                continue
+            precisions = [r[3] for r in group if r[3] is not None]
+            expected.append({
+                "index_version": version, "k": k, "n": len(group),
+                "recall": pytest.approx(sum(r[2] for r in group) / len(group), abs=1e-15),
+                "precision": (pytest.approx(sum(precisions) / len(precisions), abs=1e-15)
+                              if precisions else None),
+                "n_precision": len(precisions),
+                "hit_rate": pytest.approx(sum(r[4] for r in group) / len(group), abs=1e-15)})
+    key = lambda r: (r["k"], r["index_version"] or "")   # noqa: E731
+    assert sorted(curve, key=key) == sorted(expected, key=key)
+    assert any(e["precision"] is None for e in expected) or any(
+        e["n_precision"] < e["n"] for e in expected)   # the data holds unmeasured precision
+    measured = {r[0] for r in at_k} | {None}
+    in_scope = [r for r in found if r["gold"] == "gs-1"
+                and any(c is not None for c in r["covered"])]
+    assert {s["index_version"]: s["n"] for s in sizes} == {
+        v: sum(1 for r in in_scope if v in (None, r["version"])) for v in measured}

@@ -13,7 +13,7 @@ from pipeline.errors import RecallwatchError
 from pipeline.warehouse import queries, quote_identifier, run_script
 
 READ_TABLES = (
-    "window_metrics", "recall_at_k", "request_scores", "miss_causes",
+    "window_metrics", "recall_at_k", "request_cutoffs", "request_scores", "miss_causes",
     "requests", "goldens", "quarantine", "ingest_files",
 )
 
