@@ -5,8 +5,8 @@
 -- k), compared by Jaccard overlap |A ∩ B| / |A ∪ B| with the set over the previous day the
 -- golden was asked (any version). Two empty sets overlap fully (1), as in
 -- scipy.spatial.distance.jaccard.
--- The sets are rows (golden, day, chunk), never lists, each golden and day (and version)
--- given as a number, and each step is one statement into a TEMP table (TEMP objects work on a read-only warehouse too): a DISTINCT, a join or a GROUP
+-- The sets are rows (golden, day, chunk), never lists, and each step is one statement into a
+-- TEMP table (TEMP objects work on a read-only warehouse too): a DISTINCT, a join or a GROUP
 -- BY over a table spills to disk under the memory limit, where CTEs read several times by one
 -- statement ran out of 500MB at 10M requests. |A ∩ B| is a join with the previous day's
 -- rows, |A ∪ B| = |A| + |B| − |A ∩ B|. pipeline/report/drift.py drops the TEMP tables after.
@@ -15,24 +15,11 @@
 -- behind the compared goldens that day), across_versions (goldens whose previous day had none
 -- of this version). Parameters: $route, $gold_version.
 
--- Each golden, day and version asked, with its scored requests, numbered: the big tables below
--- hold these numbers rather than the golden's ID and the version's name.
-CREATE OR REPLACE TEMP TABLE churn_groups AS
-SELECT gold_id, day, index_version, requests,
-       row_number() OVER (ORDER BY gold_id, day, index_version) AS group_no,
-       dense_rank() OVER (ORDER BY gold_id, day) AS day_no
-FROM (
-    SELECT s.gold_id, CAST(r.timestamp AS DATE) AS day, r.index_version, count(*) AS requests
-    FROM scored_requests($route, $gold_version) AS s
-    JOIN requests AS r USING (request_id)
-    GROUP BY s.gold_id, day, r.index_version
-);
-
--- (golden, day, index version) x served chunk, distinct. A request whose chunk_ranks are NULL
+-- (golden, day, index version, served chunk), distinct. A request whose chunk_ranks are NULL
 -- was logged in ranking order with no chunk twice (see ranked_requests in schema.sql), so its
 -- served chunks are simply its first k.
 CREATE OR REPLACE TEMP TABLE churn_sets AS
-SELECT DISTINCT g.group_no, g.day_no, c.chunk_id
+SELECT DISTINCT gold_id, day, index_version, chunk_id
 FROM (
     SELECT s.gold_id, CAST(r.timestamp AS DATE) AS day, r.index_version,
            unnest(CASE
@@ -42,40 +29,46 @@ FROM (
            END) AS chunk_id
     FROM scored_requests($route, $gold_version) AS s
     JOIN requests AS r USING (request_id)
-) AS c
-JOIN churn_groups AS g USING (gold_id, day, index_version);
+);
 
--- (golden, day) x served chunk over the day's versions: the B of the next day asked
+-- (golden, day, served chunk) over the day's versions: the B of the next day asked
 CREATE OR REPLACE TEMP TABLE churn_days AS
-SELECT DISTINCT day_no, chunk_id FROM churn_sets;
+SELECT DISTINCT gold_id, day, chunk_id FROM churn_sets;
 
--- each golden, day and version compared: the golden's previous day asked, and whether that
--- day had none of this version
+-- each golden, day and version compared: its requests, the golden's previous day asked, and
+-- whether that day had none of this version
 CREATE OR REPLACE TEMP TABLE churn_asked AS
-WITH previous AS (
-    SELECT gold_id, day, day_no,
-           lag(day_no) OVER (PARTITION BY gold_id ORDER BY day) AS previous_day_no,
+WITH per_version AS (
+    SELECT s.gold_id, CAST(r.timestamp AS DATE) AS day, r.index_version, count(*) AS requests
+    FROM scored_requests($route, $gold_version) AS s
+    JOIN requests AS r USING (request_id)
+    GROUP BY s.gold_id, day, r.index_version
+),
+previous AS (
+    SELECT gold_id, day,
+           lag(day) OVER (PARTITION BY gold_id ORDER BY day) AS previous_day,
            lag(versions) OVER (PARTITION BY gold_id ORDER BY day) AS previous_versions
-    FROM (SELECT gold_id, day, day_no, list(index_version) AS versions
-          FROM churn_groups GROUP BY gold_id, day, day_no)
+    FROM (SELECT gold_id, day, list(index_version) AS versions
+          FROM per_version GROUP BY gold_id, day)
 )
-SELECT g.group_no, g.day, g.index_version, g.requests, p.previous_day_no,
-       NOT list_contains(p.previous_versions, g.index_version) AS across
-FROM churn_groups AS g
+SELECT v.gold_id, v.day, v.index_version, v.requests, p.previous_day,
+       NOT list_contains(p.previous_versions, v.index_version) AS across
+FROM per_version AS v
 JOIN previous AS p USING (gold_id, day)
-WHERE p.previous_day_no IS NOT NULL;
+WHERE p.previous_day IS NOT NULL;
 
 -- |A| and |A ∩ B| of each one compared (churn_days has each chunk of a day once)
 CREATE OR REPLACE TEMP TABLE churn_common AS
-SELECT c.group_no, count(*) AS chunks, count(p.chunk_id) AS common
+SELECT c.gold_id, c.day, c.index_version, count(*) AS chunks, count(p.chunk_id) AS common
 FROM churn_sets AS c
-JOIN churn_asked AS a USING (group_no)
-LEFT JOIN churn_days AS p ON p.day_no = a.previous_day_no AND p.chunk_id = c.chunk_id
-GROUP BY c.group_no;
+JOIN churn_asked AS a USING (gold_id, day, index_version)
+LEFT JOIN churn_days AS p
+       ON p.gold_id = c.gold_id AND p.day = a.previous_day AND p.chunk_id = c.chunk_id
+GROUP BY c.gold_id, c.day, c.index_version;
 
 -- |B| of every golden and day
 CREATE OR REPLACE TEMP TABLE churn_day_sizes AS
-SELECT day_no, count(*) AS chunks FROM churn_days GROUP BY day_no;
+SELECT gold_id, day, count(*) AS chunks FROM churn_days GROUP BY gold_id, day;
 
 WITH compared AS (
     -- a golden with no served chunk on a day has no churn_common row: |A| = |A ∩ B| = 0
@@ -83,8 +76,8 @@ WITH compared AS (
            coalesce(c.common, 0) AS common,
            coalesce(c.chunks, 0) + coalesce(ds.chunks, 0) - coalesce(c.common, 0) AS either
     FROM churn_asked AS a
-    LEFT JOIN churn_common AS c USING (group_no)
-    LEFT JOIN churn_day_sizes AS ds ON ds.day_no = a.previous_day_no
+    LEFT JOIN churn_common AS c USING (gold_id, day, index_version)
+    LEFT JOIN churn_day_sizes AS ds ON ds.gold_id = a.gold_id AND ds.day = a.previous_day
 )
 SELECT day, index_version, count(*) AS goldens,
        -- summed exactly, so the same rows give the same bits whatever order they come in
