@@ -6,10 +6,12 @@
 -- golden was asked (any version). Two empty sets overlap fully (1), as in
 -- scipy.spatial.distance.jaccard.
 -- The sets are rows (golden, day, chunk), never lists, and each step is one statement into a
--- TEMP table (TEMP objects work on a read-only warehouse too): a DISTINCT, a join or a GROUP
--- BY over a table spills to disk under the memory limit, where CTEs read several times by one
--- statement ran out of 500MB at 10M requests. |A ∩ B| is a join with the previous day's
--- rows, |A ∪ B| = |A| + |B| − |A ∩ B|. pipeline/report/drift.py drops the TEMP tables after.
+-- TEMP table (TEMP objects work on a read-only warehouse too), a DISTINCT or a GROUP BY that
+-- spills to disk under the memory limit, the tables of chunks joined only with small ones: CTEs
+-- read several times by one statement, and a join of two tables of chunks, ran out of 500MB at
+-- 10M requests.
+-- |A ∩ B| counts the chunks found on both days, |A ∪ B| = |A| + |B| − |A ∩ B|.
+-- pipeline/report/drift.py drops the TEMP tables after.
 -- Grain of the last statement: one row per day x index version with at least one golden
 -- compared, by day. Columns: goldens (compared), mean_jaccard, requests (scored requests
 -- behind the compared goldens that day), across_versions (goldens whose previous day had none
@@ -57,14 +59,29 @@ FROM per_version AS v
 JOIN previous AS p USING (gold_id, day)
 WHERE p.previous_day IS NOT NULL;
 
--- |A| and |A ∩ B| of each one compared (churn_days has each chunk of a day once)
+-- |A| and |A ∩ B| of each one compared, by aggregates alone (they spill; a join with the
+-- previous day's rows ran out of 500MB at 10M requests): each chunk of the previous day asked
+-- is brought forward to the day compared (and to each of its versions: a small join), and a
+-- chunk counts in common when it is there from both sides
 CREATE OR REPLACE TEMP TABLE churn_common AS
-SELECT c.gold_id, c.day, c.index_version, count(*) AS chunks, count(p.chunk_id) AS common
-FROM churn_sets AS c
-JOIN churn_asked AS a USING (gold_id, day, index_version)
-LEFT JOIN churn_days AS p
-       ON p.gold_id = c.gold_id AND p.day = a.previous_day AND p.chunk_id = c.chunk_id
-GROUP BY c.gold_id, c.day, c.index_version;
+SELECT gold_id, day, index_version,
+       count(*) FILTER (WHERE in_a) AS chunks,
+       count(*) FILTER (WHERE in_a AND in_b) AS common
+FROM (
+    SELECT gold_id, day, index_version, chunk_id,
+           bool_or(NOT from_b) AS in_a, bool_or(from_b) AS in_b
+    FROM (
+        SELECT c.gold_id, c.day, c.index_version, c.chunk_id, false AS from_b
+        FROM churn_sets AS c
+        SEMI JOIN churn_asked AS a USING (gold_id, day, index_version)
+        UNION ALL
+        SELECT a.gold_id, a.day, a.index_version, p.chunk_id, true AS from_b
+        FROM churn_days AS p
+        JOIN churn_asked AS a ON a.gold_id = p.gold_id AND a.previous_day = p.day
+    )
+    GROUP BY gold_id, day, index_version, chunk_id
+)
+GROUP BY gold_id, day, index_version;
 
 -- |B| of every golden and day
 CREATE OR REPLACE TEMP TABLE churn_day_sizes AS
