@@ -124,7 +124,7 @@ def _cutoff_rows(seed: int) -> list[dict]:
         if whole:
             covered = [None if j < rng.randint(0, 3) else c for j, c in enumerate(covered)]
         served = sorted(rng.choice([0, c]) for c in cutoffs)
-        relevant = None if whole else [min(s, c or 0) for s, c in zip(served, covered)]
+        relevant = None if whole else [min(s, c or 0) for s, c in zip(served, covered, strict=True)]
         found.append({
             "id": f"r-{i}", "version": rng.choice(["idx-a", "idx-b"]),
             "gold": "gs-1" if i % 7 else "gs-0", "needed": needed, "cutoffs": cutoffs,

@@ -233,12 +233,12 @@ def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
     same pass then runs on one core too (measured slower on 1M and 3M lines). The few lines
     it rejects (not UTF-8, over the limit, holding the delimiter byte) are read again here
     and judged as read_json_lines judges them. The whole file goes through read_json_lines
-    instead when DuckDB cannot be trusted with it, as line_scan tells before DuckDB reads (a failed read
-    would abort the file's transaction): a line over the limit and longer than SCAN_BLOCK
-    (DuckDB holds such a line whole, several times over, and drops one longer than its read
-    buffer without a word), line endings its strict reader refuses (CRLF and LF mixed, a bare
-    CR), many lines holding the delimiter byte; or, after it read, lines that do not add up
-    to the count of line_scan."""
+    instead when DuckDB cannot be trusted with it, as line_scan tells before DuckDB reads (a
+    failed read would abort the file's transaction): a line over the limit and longer than
+    SCAN_BLOCK (DuckDB holds such a line whole, several times over, and drops one longer than
+    its read buffer without a word), line endings its strict reader refuses (CRLF and LF
+    mixed, a bare CR), many lines holding the delimiter byte; or, after it read, lines that do
+    not add up to the count of line_scan."""
     rejects = _read_lines_in_sql(con, path, max_record_bytes)
     if rejects is None:
         rejects = _read_lines_in_python(con, path, max_record_bytes)
