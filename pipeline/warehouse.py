@@ -269,13 +269,18 @@ def transaction(con) -> Iterator[None]:
     con.execute("COMMIT")
 
 
-@contextlib.contextmanager
-def unordered(con) -> Iterator[None]:
+def unordered(con) -> contextlib.AbstractContextManager[None]:
     """Inside, DuckDB may write and return rows in any order (SET preserve_insertion_order =
     false): it then buffers less, so a small memory limit goes further. For steps whose every
     read that needs an order says ORDER BY."""
+    return insertion_order(con, keep=False)
+
+
+@contextlib.contextmanager
+def insertion_order(con, *, keep: bool) -> Iterator[None]:
+    """Inside, DuckDB keeps the order rows were read in when it writes them (keep) or not."""
     previous = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0][0]
-    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET preserve_insertion_order = $keep", {"keep": keep})
     try:
         yield
     finally:

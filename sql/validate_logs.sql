@@ -17,8 +17,9 @@
 -- of one hash only send a request the general way).
 CREATE OR REPLACE TEMP MACRO in_list_order(retrieved, n_steps, id_hashes) AS
     n_steps = 1
-    AND list_sort(list_transform(retrieved, lambda x: x.rank))
-        = list_transform(retrieved, lambda x: x.rank)
+    -- each rank at least the one before it (ranks are never NULL here): no sort needed
+    AND coalesce(list_bool_and(list_transform(retrieved[2:],
+                                              lambda x, i: x.rank >= retrieved[i].rank)), true)
     AND coalesce(list_bool_and(list_transform(id_hashes[2:], lambda h, i: h <> id_hashes[i])),
                  true);
 

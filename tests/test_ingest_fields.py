@@ -10,6 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.ingest import fields, ingest_logs
+from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES
+from pipeline.ingest.logs import stage_log_file
 from tests.conftest import request, write_jsonl
 
 FIELDS = [(f, "request") for f in fields.REQUEST_FIELDS] + [
@@ -62,6 +64,8 @@ def test_a_field_added_to_the_declaration_is_staged_and_checked_in_both_formats(
             pq.write_table(pa.Table.from_pylist([good]), tmp_path / name)
         (result,) = ingest_logs(con, [str(tmp_path / name)]).files
         assert (result.loaded, result.quarantined) == (1, 0)
+        # the load drops what it staged: stage the file again to look
+        stage_log_file(con, tmp_path / name, DEFAULT_MAX_RECORD_BYTES)
         staged[name] = con.sql(
             "SELECT logged.channel, items[1].hint FROM stage_requests").fetchall()
     assert staged == {"good.jsonl": [("web", 2.5)], "good.parquet": [("web", 2.5)]}

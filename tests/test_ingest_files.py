@@ -105,7 +105,7 @@ def _staged(con, path, limit):
 
     con.execute("BEGIN")
     try:
-        rejects = logs._read_lines_in_sql(con, path, limit)
+        rejects = logs._read_lines_in_sql(con, path, limit, logs.line_scan(path))
         if rejects is None:
             return None, False
         rows = con.execute("SELECT line, text FROM stage_lines").fetchall()

@@ -488,3 +488,101 @@ def test_a_byte_order_mark_on_an_oversized_first_line_keeps_lines_and_counts(con
     # a first line that just fits is not cut by the mark's three bytes
     lines = list(read_json_lines(path, len(long_line) + 1))
     assert [(n, text is not None) for n, text, _, _ in lines] == [(1, True), (2, True)]
+
+
+# Most JSON Lines files are parsed once by DuckDB's JSON reader (logs._stage_records); the
+# line way (every line's text parsed by sql/stage_logs_jsonl.sql) is the reference for what
+# each record becomes.
+
+def _ingest_jsonl(path, *, line_way: bool) -> tuple:
+    """Every table an ingest of one JSONL file writes, read back in order, and its counts;
+    staged through DuckDB's JSON reader (which must take the file) or the line way."""
+    from unittest import mock
+
+    from pipeline.ingest import logs
+    from pipeline.sources import ReadOptions
+
+    took = []
+
+    def records_way(*args):
+        staged = None if line_way else stage_records(*args)
+        took.append(staged is not None)
+        return staged
+
+    stage_records = logs._stage_records
+    con = connect(":memory:")
+    with mock.patch.object(logs, "_stage_records", records_way):
+        # named native: a file of odd records may show none of the keys detection looks for
+        (result,) = ingest_logs(con, [str(path)], options=ReadOptions(fmt="native")).files
+    assert took == [not line_way], "the file did not take the way asked for"
+    tables = {name: con.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall()
+              for name in ("requests", "quarantine", "request_copies")}
+    return (result.read, result.loaded, result.quarantined), tables
+
+
+def test_the_json_reader_stages_the_bad_corpus_as_the_line_way_does(tmp_path):
+    # the corpus less its line over the size limit (which sends a file the line way)
+    records = GOOD[:3] + [r for r, why in bad_jsonl_corpus() if why != "record too large"]
+    path = write_jsonl(tmp_path / "part.jsonl", records + GOOD[3:])
+    by_reader = _ingest_jsonl(path, line_way=False)
+    assert by_reader == _ingest_jsonl(path, line_way=True)
+    counts, tables = by_reader
+    assert counts == (len(records) + 2, len(GOOD), len(records) - 3)
+    assert all(raw for _, _, _, raw, _, _ in tables["quarantine"])
+
+
+def test_the_json_reader_stages_any_record_as_the_line_way_does(tmp_path):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    def field(*values):   # absent, null or one of these
+        return st.sampled_from([None, *values])
+
+    item = st.one_of(
+        st.fixed_dictionaries({}, optional={
+            "chunk_id": field("a", "b", 7, 7.0, "", True, {"x": 1}, "caf\u00e9"),
+            "rank": field(1, 2, 1.5, -1, 0, "1", 2**40, 1e300),
+            "score": field(0.5, 1, "x", [0.1]),
+            "text": field("t", 5, "q\"\\z"),
+            "other": field(1)}),
+        st.sampled_from([5, None, "a", [1], []]))
+    record = st.fixed_dictionaries({}, optional={
+        "request_id": field("r-1", "r-2", 7, 7.5, True, "", " ", {"a": 1}, 2**64, "caf\u00e9"),
+        "timestamp": field("2026-11-01T10:00:00Z", "2026-11-01 11:00:00+25:00", "yesterday",
+                           1730000000, "2026-11-02T23:59:60Z", "2026-11-01T10:00:00.5+05:30"),
+        "query": field("q", "", 5, "caf\u00e9 \"x\""),
+        "gold_id": field("g-1", "", 3, 3.0),
+        "index_version": field("idx-1", "", 2),
+        "k": field(0, 3, -1, 2.0, 2.5, "3", 2**63),
+        "index_size": field(10, -5, 1e30, "big"),
+        "turn": field(1, -2, 0.5),
+        "session_id": field("s", 4, False),
+        "tags": field({"a": "1"}, {"a": 1}, ["x"], "t", {"a": {"b": 1}}),
+        "retrieved": st.one_of(field("x", {"chunk_id": "a"}),
+                               st.lists(item, max_size=4)),
+        "retrieval_steps": st.one_of(field("x", [None]), st.lists(st.lists(item, max_size=2),
+                                                                  max_size=2)),
+        "response": field("an answer"),
+    })
+    raw_lines = st.sampled_from([
+        b'{"request_id": "twice", "request_id": "again", "timestamp": "2026-11-01T10:00:00Z",'
+        b' "query": "q", "index_version": "i", "retrieved": [{"chunk_id": "a"}]}',
+        b'{"request_id": "tags", "timestamp": "2026-11-01T10:00:00Z", "query": "q", '
+        b'"index_version": "i", "retrieved": [], "tags": {"a": "1", "a": "2"}}',
+        b'{"request_id": "comma", "timestamp": "2026-11-01T10:00:00Z", "query": "q", '
+        b'"index_version": "i", "retrieved": [{"chunk_id": "a",}],}',
+        b"not json", b"[1]", b'"s"', b"null", b"{}", b'{"request_id": "x"} {}',
+        b'{"request_id": "caf\xe9"}', b'{"request_id": "a\x01b"}',
+        b'{"request_id": "big", "timestamp": "2026-11-01T10:00:00Z", "query": "q", '
+        b'"index_version": "i", "retrieved": [{"chunk_id": 123456789012345678901234567890}]}'])
+    line = st.one_of(record.map(lambda r: json.dumps(r).encode()), raw_lines)
+
+    @settings(max_examples=120, deadline=None)
+    @given(st.lists(line, min_size=1, max_size=6), st.booleans(), st.booleans())
+    def check(lines, bom, gz):
+        data = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(lines) + b"\n"
+        path = tmp_path / ("logs.jsonl.gz" if gz else "logs.jsonl")
+        path.write_bytes(gzip.compress(data) if gz else data)
+        assert _ingest_jsonl(path, line_way=False) == _ingest_jsonl(path, line_way=True)
+
+    check()

@@ -145,6 +145,29 @@ def jsonl_parameters() -> dict[str, object]:
             "steps_not_lists": STEPS_NOT_LISTS}
 
 
+def jsonl_record_columns() -> dict[str, str]:
+    """What DuckDB's JSON reader reads of each JSONL record, as read_json's `columns`: every
+    request field, `retrieved` as a list of the leaf item fields and `retrieval_steps`, each
+    value as its JSON text (sql/read_jsonl_records.sql), so that its type is still told from
+    its first character as stage_logs_jsonl.sql tells it."""
+    leaves = ", ".join(f"{quote_identifier(name)} JSON" for name, _ in LEAF_ITEM_FIELDS)
+    return {**{f.name: "JSON" for f in REQUEST_FIELDS},
+            "retrieved": f"STRUCT({leaves})[]", "retrieval_steps": "JSON"}
+
+
+def jsonl_record_request() -> tuple[str, str]:
+    """(JSON types of the request fields, `logged` struct) of a record read by
+    jsonl_record_columns, as SQL over its columns: what stage_logs_jsonl.sql gives a line
+    from json_type and from_json, here from each value's JSON text (leaf_type, leaf_text,
+    leaf_number, the macros of that file)."""
+    staged = {"VARCHAR": "leaf_text({})", "DOUBLE": "leaf_number({})", "JSON": "{}"}
+    q = quote_identifier
+    types = ", ".join(f"leaf_type({q(f.name)})" for f in REQUEST_FIELDS)
+    logged = ", ".join(f"{q(f.name)} := {staged[f.kind.staged_as].format(q(f.name))}"
+                       for f in REQUEST_FIELDS)
+    return f"[{types}]", f"struct_pack({logged})"
+
+
 def validate_parameters() -> dict[str, object]:
     """The parameters of sql/validate_logs.sql: the reasons of the fields whose values it
     range-checks (a rank of 1.5 is as wrong as a rank of "a"), and the years a timestamp may

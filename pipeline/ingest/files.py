@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from pipeline.errors import RecallwatchError
 
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
@@ -157,6 +159,9 @@ class LineScan:
     one_line_ending: bool = True
 
 
+_NEWLINE = ord("\n")
+
+
 class _LineCounter:
     """Counts lines block by block: bytes.count runs at memory speed, and only a line that
     crosses a block boundary is measured."""
@@ -180,11 +185,12 @@ class _LineCounter:
             if not self.delimited or self.delimited[-1] != line:
                 self.delimited.append(line)
             at = block.find(JSONL_DELIMITER, at + 1)
-        crs = block.count(b"\r")
+        # `in` and numpy look for one byte at memory speed, bytes.count at a third of it
+        crs = block.count(b"\r") if b"\r" in block else 0
         self.crs += crs
         self.crlfs += (crs and block.count(b"\r\n")) + (self.ends_in_cr and block.startswith(b"\n"))
         self.ends_in_cr = block.endswith(b"\r")
-        count = block.count(b"\n")
+        count = int(np.count_nonzero(np.frombuffer(block, np.uint8) == _NEWLINE))
         if count:
             length = self.run + block.index(b"\n") + 1
             if length > SCAN_BLOCK:

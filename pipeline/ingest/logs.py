@@ -26,8 +26,10 @@ from pipeline.ingest.files import (
     LOG_SUFFIXES,
     MAX_DELIMITED,
     RAW_LIMIT,
+    SCAN_BLOCK,
     FileResult,
     IngestSummary,
+    LineScan,
     count_quarantined,
     json_lines_at,
     line_scan,
@@ -39,12 +41,21 @@ from pipeline.ingest.files import (
 )
 from pipeline.progress import Progress
 from pipeline.sources import Delivery, ReadOptions, deliveries
-from pipeline.warehouse import quote_identifier, run_script, transaction, unordered
+from pipeline.warehouse import (
+    insertion_order,
+    quote_identifier,
+    run_script,
+    transaction,
+    unordered,
+)
 
 # Lines handed to DuckDB at a time by the Python reader: large enough to amortise each insert,
 # small enough to keep a big file's text out of Python memory.
 _BATCH_LINES = 50_000
 _BLANK = r"[ \t\n\r\x0b\f]*"   # a line of only what bytes.strip() strips is blank
+# Records of a JSONL file staged from their line's text, beyond which the whole file is (one
+# such record costs a read of its line here, where the line way costs one pass of DuckDB's).
+MAX_EXACT = 10_000
 
 
 def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
@@ -170,10 +181,16 @@ def _judge_and_load(con, params: dict, validate: dict) -> int:
         run_script(con, "load_logs", params)
         # a JSONL file's text: its quarantined lines' is looked up, then it is not kept (nor
         # held while the requests are written)
-        if con.execute("SELECT 1 FROM duckdb_tables() WHERE temporary "
-                       "AND table_name = 'stage_lines'").fetchall():
+        staged = {row[0] for row in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE temporary "
+            "AND table_name IN ('stage_lines', 'stage_lines_file')").fetchall()}
+        if "stage_lines_file" in staged:
+            _read_quarantined_lines(con, params)
+        if "stage_lines" in staged:
             run_script(con, "fill_jsonl_raw", params)
             con.execute("DROP TABLE stage_lines")
+            # judged: the staged records are not held while the requests are written
+            drop_staged(con)
         ((n_loaded,),) = run_script(con, "load_requests", params)
     return n_loaded
 
@@ -213,37 +230,52 @@ def stage_log_file(con, path: Path, max_record_bytes: int, *, line_column: str |
         raise unreadable(shown_as or path, exc) from None
 
 
+# What a staged file leaves: the records (a view for Parquet and for JSONL read by DuckDB's JSON
+# reader, a table for JSONL read by lines) and what they are read from.
+_STAGED = ("stage_requests", "stage_file", "stage_numbered", "stage_exact_requests",
+           "stage_records", "stage_exact", "stage_lines_file")
+
+
 def drop_staged(con) -> None:
-    """Drop the staged records of the file before: a table for JSONL, views for Parquet."""
+    """Drop the staged records of a file, views first."""
     for kind, name in con.execute(
-            "SELECT 'TABLE', table_name FROM duckdb_tables() WHERE temporary "
-            "AND table_name IN ('stage_requests', 'stage_file') "
-            "UNION ALL SELECT 'VIEW', view_name FROM duckdb_views() WHERE temporary "
-            "AND view_name IN ('stage_requests', 'stage_file') ORDER BY 2 DESC").fetchall():
+            "SELECT 'VIEW', view_name FROM duckdb_views() WHERE temporary "
+            "AND list_contains($names, view_name) "
+            "UNION ALL SELECT 'TABLE', table_name FROM duckdb_tables() WHERE temporary "
+            "AND list_contains($names, table_name) ORDER BY 1 DESC, 2",
+            {"names": list(_STAGED)}).fetchall():
         con.execute(f"DROP {kind} {quote_identifier(name)}")
 
 
 def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
-    """Stage the lines of a JSONL file into stage_lines and run stage_logs_jsonl.sql; lines
-    that are not UTF-8 or are over the size limit never reach SQL and join stage_rejects
-    here. Returns the number of non-blank lines.
+    """Stage a JSONL file into stage_requests / stage_rejects; lines that are not UTF-8 or are
+    over the size limit never reach SQL and join stage_rejects here. Returns the number of
+    non-blank lines.
 
-    DuckDB reads the lines into a table (sql/read_jsonl_lines.sql), and parses them from it on
-    every core: a view over its reader would number the lines on one core, and parsing in the
-    same pass then runs on one core too (measured slower on 1M and 3M lines). The few lines
-    it rejects (not UTF-8, over the limit, holding the delimiter byte) are read again here
-    and judged as read_json_lines judges them. The whole file goes through read_json_lines
-    instead when DuckDB cannot be trusted with it, as line_scan tells before DuckDB reads (a
-    failed read would abort the file's transaction): a line over the limit and longer than
-    SCAN_BLOCK (DuckDB holds such a line whole, several times over, and drops one longer than
-    its read buffer without a word), line endings its strict reader refuses (CRLF and LF
-    mixed, a bare CR), many lines holding the delimiter byte; or, after it read, lines that do
-    not add up to the count of line_scan."""
-    rejects = _read_lines_in_sql(con, path, max_record_bytes)
-    if rejects is None:
-        rejects = _read_lines_in_python(con, path, max_record_bytes)
-    ((n_staged,),) = con.execute("SELECT count(*) FROM stage_lines").fetchall()
-    run_script(con, "stage_logs_jsonl", fields.jsonl_parameters())
+    Most files are parsed once by DuckDB's JSON reader (_stage_records). A file it cannot
+    number line by line (blank lines) or one of many odd records goes the line way:
+    DuckDB reads the lines into a table (sql/read_jsonl_lines.sql), and
+    stage_logs_jsonl.sql parses them from it on every core: a view over its reader would
+    number the lines on one core, and parsing in the same pass then runs on one core too
+    (measured slower on 1M and 3M lines). The few lines it rejects (not UTF-8, over the
+    limit, holding the delimiter byte) are read again here and judged as read_json_lines
+    judges them. The whole file goes through read_json_lines instead when DuckDB cannot be
+    trusted with it, as line_scan tells before DuckDB reads (a failed read would abort the
+    file's transaction): a line over the limit and longer than SCAN_BLOCK (DuckDB holds such
+    a line whole, several times over, and drops one longer than its read buffer without a
+    word), line endings its strict reader refuses (CRLF and LF mixed, a bare CR), many lines
+    holding the delimiter byte; or, after it read, lines that do not add up to the count of
+    line_scan."""
+    scan = line_scan(path)
+    staged = _stage_records(con, path, max_record_bytes, scan)
+    if staged is None:
+        rejects = _read_lines_in_sql(con, path, max_record_bytes, scan)
+        if rejects is None:
+            rejects = _read_lines_in_python(con, path, max_record_bytes)
+        ((n_staged,),) = con.execute("SELECT count(*) FROM stage_lines").fetchall()
+        run_script(con, "stage_logs_jsonl", fields.jsonl_parameters())
+    else:
+        n_staged, rejects = staged
     if rejects:
         batch = pa.table({
             "line": pa.array([r[0] for r in rejects], pa.int64()),
@@ -256,11 +288,107 @@ def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
     return n_staged + len(rejects)
 
 
-def _read_lines_in_sql(con, path: Path, max_record_bytes: int,
+def _stage_records(con, path: Path, max_record_bytes: int, scan: LineScan,
+                   ) -> tuple[int, list[tuple[int, str, str]]] | None:
+    """Stage a JSONL file from one parse by DuckDB's JSON reader (sql/read_jsonl_records.sql):
+    each record's fields come as JSON texts, typed and staged as stage_logs_jsonl.sql stages a
+    line, and the few records that parse cannot tell everything of (stage_exact) are read
+    from their lines' text and staged by stage_logs_jsonl.sql itself. Returns (lines staged,
+    lines rejected), or None, staging nothing, when the file must go the line way: a line
+    over the size limit could be among its lines (the line scan measures only lines longer
+    than SCAN_BLOCK), its line endings are mixed, the reader did not return one row per line
+    (blank lines), or more than MAX_EXACT records need their text. A quarantined record's text
+    is read from the file after the load (_read_quarantined_lines)."""
+    if (not scan.lines or max_record_bytes < SCAN_BLOCK or not scan.one_line_ending
+            or any(size > max_record_bytes for _, size in scan.long_lines)):
+        return None
+    jsonl = fields.jsonl_parameters()
+    # rowid numbers the rows in the order they were read only when that order is kept
+    with insertion_order(con, keep=True):
+        ((n_rows, n_exact),) = run_script(con, "read_jsonl_records", {
+            "path": str(path), "columns": fields.jsonl_record_columns(),
+            "max_object_size": max_record_bytes + SCAN_BLOCK,
+            "leaf_items": jsonl["leaf_items"]})
+    if n_rows != scan.lines or n_exact > MAX_EXACT:
+        _drop_records(con)
+        return None
+    con.execute("CREATE OR REPLACE TEMP TABLE stage_lines (line BIGINT, text VARCHAR)")
+    exact = [row[0] for row in con.execute("SELECT line FROM stage_exact ORDER BY line")
+             .fetchall()]
+    rejects = _stage_lines_at(con, path, exact, max_record_bytes)
+    ((n_exact_staged,),) = con.execute("SELECT count(*) FROM stage_lines").fetchall()
+    run_script(con, "stage_logs_jsonl", jsonl)
+    con.execute("ALTER TABLE stage_requests RENAME TO stage_exact_requests")
+    # a view: the conversions run as validate_logs.sql reads it, never written to a table
+    bind = fields.ViewValues("stage_records")
+    types, logged = fields.jsonl_record_request()
+    rules = (bind(jsonl["request_rules"]), bind(jsonl["item_rules"]), bind(jsonl["item_allowed"]))
+    bind.set_on(con)
+    con.execute(f"""
+        CREATE TEMP VIEW stage_requests AS
+        SELECT * FROM stage_exact_requests
+        UNION ALL BY NAME
+        SELECT line, NULL::VARCHAR AS raw,
+               first_type_error({types}, {rules[0]}) AS type_error,
+               {logged} AS logged,
+               'list' AS shape,
+               1::INTEGER AS n_steps,
+               list_transform(retrieved, lambda x, i:
+                   leaf_item(x, 1, i, {rules[1]}, {rules[2]})) AS items,
+               len(retrieved) AS k_default,
+               NULL::VARCHAR AS json_error
+        FROM stage_numbered
+        WHERE line NOT IN (SELECT line FROM stage_exact)""")
+    # the file a quarantined record's text is read from after the load
+    con.execute("CREATE OR REPLACE TEMP TABLE stage_lines_file AS "
+                "SELECT $path AS path, $limit AS max_record_bytes",
+                {"path": str(path), "limit": max_record_bytes})
+    return n_rows - n_exact + n_exact_staged, rejects
+
+
+def _drop_records(con) -> None:
+    con.execute("DROP VIEW stage_numbered")
+    con.execute("DROP TABLE stage_exact")
+    con.execute("DROP TABLE stage_records")
+
+
+def _stage_lines_at(con, path: Path, numbers: list[int],
+                    max_record_bytes: int) -> list[tuple[int, str, str]]:
+    """Append the given lines' text to stage_lines, a batch at a time; returns the (line,
+    reason, raw) of those that cannot be staged. A blank line is neither."""
+    rejects, lines, texts = [], [], []
+    for number, text, reason, raw in json_lines_at(path, numbers, max_record_bytes):
+        if text is None:
+            rejects.append((number, reason, raw))
+            continue
+        lines.append(number)
+        texts.append(text)
+        if len(lines) >= _BATCH_LINES:
+            _append_lines(con, lines, texts)
+            lines, texts = [], []
+    if lines:
+        _append_lines(con, lines, texts)
+    return rejects
+
+
+def _read_quarantined_lines(con, params: dict) -> None:
+    """After a load staged by _stage_records, append to stage_lines the text of every
+    quarantined record of the file that is not there yet, for fill_jsonl_raw.sql."""
+    found = con.execute("SELECT path, max_record_bytes FROM stage_lines_file").fetchall()
+    con.execute("DROP TABLE stage_lines_file")
+    missing = [row[0] for row in con.execute(
+        "SELECT line FROM quarantine WHERE kind = $kind AND source = $source AND raw IS NULL "
+        "AND line NOT IN (SELECT line FROM stage_lines) ORDER BY line",
+        {"kind": params["kind"], "source": params["source"]}).fetchall()]
+    if missing:
+        (path, max_record_bytes), = found
+        _stage_lines_at(con, Path(path), missing, max_record_bytes)
+
+
+def _read_lines_in_sql(con, path: Path, max_record_bytes: int, scan: LineScan,
                        ) -> list[tuple[int, str, str]] | None:
     """Fill stage_lines by DuckDB; returns the (line, reason, raw) of the lines that cannot be
     staged, or None when the Python reader must read this file."""
-    scan = line_scan(path)
     if (any(size > max_record_bytes for _, size in scan.long_lines)
             or len(scan.delimited) > MAX_DELIMITED or not scan.one_line_ending):
         return None
@@ -274,17 +402,7 @@ def _read_lines_in_sql(con, path: Path, max_record_bytes: int,
         return None
     if scan.delimited:   # returned cut short (or as blank): judged from their bytes instead
         _drop_lines(con, scan.delimited)
-    rejects, lines, texts = [], [], []
-    for number, text, reason, raw in json_lines_at(path, rejected + list(scan.delimited),
-                                                   max_record_bytes):
-        if text is None:
-            rejects.append((number, reason, raw))
-        else:
-            lines.append(number)
-            texts.append(text)
-    if lines:
-        _append_lines(con, lines, texts)
-    return rejects
+    return _stage_lines_at(con, path, rejected + list(scan.delimited), max_record_bytes)
 
 
 def _drop_lines(con, numbers: tuple[int, ...]) -> None:

@@ -1,0 +1,39 @@
+-- read_jsonl_records: let DuckDB's JSON reader parse the records of one JSON Lines file
+-- (gzipped or not) in one pass over every core, each field as its JSON text
+-- (pipeline/ingest/fields.jsonl_record_columns). Grain: stage_records one row per line the
+-- reader returned, in file order; stage_exact one row per line whose record the staging
+-- reads from its text instead, exactly as sql/stage_logs_jsonl.sql reads every line;
+-- stage_numbered the rows with their line.
+-- Parameters: $path, $columns, $max_object_size (bytes, above the longest line),
+-- $leaf_items (as in stage_logs_jsonl.sql). Ends with the count of both tables.
+-- The reader skips a blank line and returns a line it cannot parse (invalid JSON, not
+-- UTF-8, not an object) as a row of NULLs: pipeline/ingest/logs.py uses these rows only
+-- when there is one per line of the file, so that row n is line n.
+-- A record takes the exact way when this one parse does not tell everything that way would:
+-- no list `retrieved` was read (a line the reader could not parse, `retrieved` missing or not
+-- a list), it has retrieval steps, or one of its items is not an object of the leaf item
+-- fields. Most records take none of these.
+
+DROP TABLE IF EXISTS stage_records;
+
+CREATE TEMP TABLE stage_records AS
+SELECT *
+FROM read_json($path, format = 'newline_delimited', columns = $columns,
+               ignore_errors = true, maximum_object_size = $max_object_size);
+
+-- the rows' numbers from 1: row ids count up from where the table's (or, inside a transaction,
+-- its uncommitted rows') first one starts
+CREATE OR REPLACE TEMP VIEW stage_numbered AS
+SELECT rowid + 1 - (SELECT min(rowid) FROM stage_records) AS line, *
+FROM stage_records;
+
+CREATE OR REPLACE TEMP TABLE stage_exact AS
+SELECT line
+FROM stage_numbered
+WHERE retrieved IS NULL
+   OR retrieval_steps IS NOT NULL
+   OR NOT $leaf_items
+   OR list_bool_or(list_transform(retrieved, lambda x: x.chunk_id IS NULL
+       AND x.rank IS NULL AND x.score IS NULL AND x.text IS NULL));
+
+SELECT (SELECT count(*) FROM stage_records), (SELECT count(*) FROM stage_exact);
