@@ -12,7 +12,8 @@ BENCH = Path(__file__).resolve().parent.parent / "bench" / "ingest.py"
 
 def test_ingest_bench_prints_each_step_against_its_bare_duckdb_baseline(tmp_path):
     result = subprocess.run(
-        [sys.executable, str(BENCH), "--requests", "2000", "--days", "2", "--out", str(tmp_path)],
+        [sys.executable, str(BENCH), "--requests", "2000", "--days", "2", "--repeat", "1",
+         "--out", str(tmp_path)],
         capture_output=True, text=True, check=False, timeout=600)
     assert result.returncode == 0, result.stderr
     out = result.stdout

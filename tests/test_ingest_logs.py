@@ -586,3 +586,17 @@ def test_the_json_reader_stages_any_record_as_the_line_way_does(tmp_path):
         assert _ingest_jsonl(path, line_way=False) == _ingest_jsonl(path, line_way=True)
 
     check()
+
+
+def test_the_json_reader_numbers_the_lines_of_a_large_file_as_they_are(con, tmp_path):
+    # large enough for DuckDB to read it in many parts on every core
+    n, bad = 200_000, {1, 77_777, 150_001, 200_000}
+    with open(tmp_path / "big.jsonl", "w", encoding="utf-8") as fh:
+        for number in range(1, n + 1):
+            fh.write("{not json\n" if number in bad else json.dumps(
+                request(f"r-{number}", [f"c-{number % 50}", "a"])) + "\n")
+    (result,) = ingest_logs(con, [str(tmp_path / "big.jsonl")]).files
+    assert (result.read, result.loaded, result.quarantined) == (n, n - len(bad), len(bad))
+    assert {r[0] for r in con.sql("SELECT line FROM quarantine").fetchall()} == bad
+    wrong = con.sql("SELECT count(*) FROM requests WHERE request_id <> 'r-' || line").fetchall()
+    assert wrong == [(0,)]

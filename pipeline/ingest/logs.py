@@ -2,9 +2,11 @@
 transaction per file. Both formats are staged into one shape, `stage_requests`, built from the
 field rows of fields.py; sql/validate_logs.sql then judges every record and sql/load_logs.sql
 loads the good ones and quarantines the rest, so a record gets the same outcome whichever
-format it came in. DuckDB reads a JSONL file's lines (sql/read_jsonl_lines.sql); the lines it
-rejects (undecodable bytes, over the size limit) are judged here from their bytes, with their
-line numbers, and a file DuckDB cannot be trusted with is read here line by line."""
+format it came in. DuckDB's JSON reader parses a JSONL file once (sql/read_jsonl_records.sql),
+and the few records it cannot tell everything of are staged from their lines' text; a file it
+cannot number line by line goes the line way: DuckDB reads its lines (sql/read_jsonl_lines.sql),
+the lines it rejects (undecodable bytes, over the size limit) are judged here from their bytes,
+with their line numbers, and a file DuckDB cannot be trusted with is read here line by line."""
 
 from __future__ import annotations
 
@@ -53,8 +55,8 @@ from pipeline.warehouse import (
 # small enough to keep a big file's text out of Python memory.
 _BATCH_LINES = 50_000
 _BLANK = r"[ \t\n\r\x0b\f]*"   # a line of only what bytes.strip() strips is blank
-# Records of a JSONL file staged from their line's text, beyond which the whole file is (one
-# such record costs a read of its line here, where the line way costs one pass of DuckDB's).
+# The most records of a JSONL file read from their line's text beside DuckDB's JSON reader
+# (each such line is read here, in Python); a file with more goes the line way.
 MAX_EXACT = 10_000
 
 
@@ -354,10 +356,17 @@ def _drop_records(con) -> None:
 
 def _stage_lines_at(con, path: Path, numbers: list[int],
                     max_record_bytes: int) -> list[tuple[int, str, str]]:
-    """Append the given lines' text to stage_lines, a batch at a time; returns the (line,
-    reason, raw) of those that cannot be staged. A blank line is neither."""
+    """Append the given lines' text to stage_lines; returns the (line, reason, raw) of those
+    that cannot be staged. A blank line is neither."""
+    return _append_judged(con, json_lines_at(path, numbers, max_record_bytes))
+
+
+def _append_judged(con, judged: Iterator[tuple[int, str | None, str | None, str | None]],
+                   ) -> list[tuple[int, str, str]]:
+    """Append the lines read_json_lines (or json_lines_at) judged stageable to stage_lines, a
+    batch at a time; returns the (line, reason, raw) of the others."""
     rejects, lines, texts = [], [], []
-    for number, text, reason, raw in json_lines_at(path, numbers, max_record_bytes):
+    for number, text, reason, raw in judged:
         if text is None:
             rejects.append((number, reason, raw))
             continue
@@ -414,21 +423,7 @@ def _drop_lines(con, numbers: tuple[int, ...]) -> None:
 def _read_lines_in_python(con, path: Path, max_record_bytes: int) -> list[tuple[int, str, str]]:
     """Fill stage_lines line by line with read_json_lines; returns the lines it rejected."""
     con.execute("CREATE OR REPLACE TEMP TABLE stage_lines (line BIGINT, text VARCHAR)")
-    rejects: list[tuple[int, str, str]] = []
-    lines: list[int] = []
-    texts: list[str] = []
-    for number, text, reason, raw in read_json_lines(path, max_record_bytes):
-        if text is None:
-            rejects.append((number, reason, raw))
-            continue
-        lines.append(number)
-        texts.append(text)
-        if len(lines) >= _BATCH_LINES:
-            _append_lines(con, lines, texts)
-            lines, texts = [], []
-    if lines:
-        _append_lines(con, lines, texts)
-    return rejects
+    return _append_judged(con, read_json_lines(path, max_record_bytes))
 
 
 def stage_json_records(con, path: Path, max_record_bytes: int) -> int:
