@@ -8,11 +8,8 @@
 -- $leaf_items (as in stage_logs_jsonl.sql). Ends with the count of both tables.
 -- The reader skips a blank line and returns a line it cannot parse (invalid JSON, not
 -- UTF-8, not an object) as a row of NULLs: pipeline/ingest/logs.py uses these rows only
--- when there is one per line of the file, so that row n is line n.
--- A record takes the exact way when this one parse does not tell everything that way would:
--- no list `retrieved` was read (a line the reader could not parse, `retrieved` missing or not
--- a list), it has retrieval steps, or one of its items is not an object of the leaf item
--- fields. Most records take none of these.
+-- when there is one per line of the file, so that row n is line n. Which records take the
+-- exact way: record_needs_text, defined by sql/sample_jsonl_records.sql (run first).
 
 DROP TABLE IF EXISTS stage_records;
 
@@ -30,10 +27,6 @@ FROM stage_records;
 CREATE OR REPLACE TEMP TABLE stage_exact AS
 SELECT line
 FROM stage_numbered
-WHERE retrieved IS NULL
-   OR retrieval_steps IS NOT NULL
-   OR NOT $leaf_items
-   OR list_bool_or(list_transform(retrieved, lambda x: x.chunk_id IS NULL
-       AND x.rank IS NULL AND x.score IS NULL AND x.text IS NULL));
+WHERE record_needs_text(retrieved, retrieval_steps, $leaf_items);
 
 SELECT (SELECT count(*) FROM stage_records), (SELECT count(*) FROM stage_exact);

@@ -600,3 +600,27 @@ def test_the_json_reader_numbers_the_lines_of_a_large_file_as_they_are(con, tmp_
     assert {r[0] for r in con.sql("SELECT line FROM quarantine").fetchall()} == bad
     wrong = con.sql("SELECT count(*) FROM requests WHERE request_id <> 'r-' || line").fetchall()
     assert wrong == [(0,)]
+
+
+def test_a_file_of_mostly_agentic_records_goes_the_line_way_before_a_whole_read(
+        con, tmp_path, monkeypatch):
+    from pipeline.ingest import logs
+    from pipeline.warehouse import run_script
+
+    scripts = []
+
+    def recording(con, name, params=None, **kw):
+        scripts.append(name)
+        return run_script(con, name, params, **kw)
+
+    monkeypatch.setattr(logs, "run_script", recording)
+    monkeypatch.setattr(logs, "MAX_EXACT", 10)
+    steps = [{**request(f"s-{i}", []), "retrieved": None,
+              "retrieval_steps": [[{"chunk_id": "a"}], [{"chunk_id": "b"}]]} for i in range(40)]
+    path = write_jsonl(tmp_path / "agentic.jsonl", steps + [request("plain", ["a"])])
+    (result,) = ingest_logs(con, [str(path)]).files
+    assert (result.read, result.loaded, result.quarantined) == (41, 41, 0)
+    assert "sample_jsonl_records" in scripts and "read_jsonl_records" not in scripts
+    assert "read_jsonl_lines" in scripts
+    assert con.sql("SELECT n_steps, chunk_ids FROM ranked_requests WHERE request_id = 's-7'"
+                   ).fetchall() == [(2, ["a", "b"])]

@@ -56,8 +56,10 @@ from pipeline.warehouse import (
 _BATCH_LINES = 50_000
 _BLANK = r"[ \t\n\r\x0b\f]*"   # a line of only what bytes.strip() strips is blank
 # The most records of a JSONL file read from their line's text beside DuckDB's JSON reader
-# (each such line is read here, in Python); a file with more goes the line way.
+# (each such line is read here, in Python); a file with more goes the line way. The first
+# SAMPLE records tell beforehand whether a file has that many at their rate.
 MAX_EXACT = 10_000
+SAMPLE = 2_000
 
 
 def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
@@ -299,18 +301,21 @@ def _stage_records(con, path: Path, max_record_bytes: int, scan: LineScan,
     lines rejected), or None, staging nothing, when the file must go the line way: a line
     over the size limit could be among its lines (the line scan measures only lines longer
     than SCAN_BLOCK), its line endings are mixed, the reader did not return one row per line
-    (blank lines), or more than MAX_EXACT records need their text. A quarantined record's text
+    (blank lines), or more than MAX_EXACT records need their text (as its first SAMPLE records
+    tell before the whole file is read, or the whole file after). A quarantined record's text
     is read from the file after the load (_read_quarantined_lines)."""
     if (not scan.lines or max_record_bytes < SCAN_BLOCK or not scan.one_line_ending
             or any(size > max_record_bytes for _, size in scan.long_lines)):
         return None
     jsonl = fields.jsonl_parameters()
+    read = {"path": str(path), "columns": fields.jsonl_record_columns(),
+            "max_object_size": max_record_bytes + SCAN_BLOCK, "leaf_items": jsonl["leaf_items"]}
+    ((sampled, odd),) = run_script(con, "sample_jsonl_records", {**read, "sample": SAMPLE})
+    if odd * scan.lines > MAX_EXACT * sampled:   # as many in the whole file: too many
+        return None
     # rowid numbers the rows in the order they were read only when that order is kept
     with insertion_order(con, keep=True):
-        ((n_rows, n_exact),) = run_script(con, "read_jsonl_records", {
-            "path": str(path), "columns": fields.jsonl_record_columns(),
-            "max_object_size": max_record_bytes + SCAN_BLOCK,
-            "leaf_items": jsonl["leaf_items"]})
+        ((n_rows, n_exact),) = run_script(con, "read_jsonl_records", read)
     if n_rows != scan.lines or n_exact > MAX_EXACT:
         _drop_records(con)
         return None
