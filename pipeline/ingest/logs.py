@@ -179,22 +179,24 @@ def load_staged(con, params: dict, *, in_parts: bool) -> int:
 
 def _judge_and_load(con, params: dict, validate: dict) -> int:
     run_script(con, "validate_logs", validate)
+    staged = {row[0] for row in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE temporary "
+        "AND table_name IN ('stage_lines', 'stage_lines_file')").fetchall()}
+    if "stage_lines" in staged:
+        # a JSONL file's records are judged (stage_checked): they are not held while the
+        # judged ones are loaded (a Parquet file's are a view, read again part by part)
+        drop_staged(con, keep=("stage_lines_file",))
     # requests are written in no particular order (spread over every thread): each read of
     # them that needs an order says ORDER BY
     with unordered(con):
         run_script(con, "load_logs", params)
         # a JSONL file's text: its quarantined lines' is looked up, then it is not kept (nor
         # held while the requests are written)
-        staged = {row[0] for row in con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE temporary "
-            "AND table_name IN ('stage_lines', 'stage_lines_file')").fetchall()}
         if "stage_lines_file" in staged:
             _read_quarantined_lines(con, params)
         if "stage_lines" in staged:
             run_script(con, "fill_jsonl_raw", params)
             con.execute("DROP TABLE stage_lines")
-            # judged: the staged records are not held while the requests are written
-            drop_staged(con)
         ((n_loaded,),) = run_script(con, "load_requests", params)
     return n_loaded
 
@@ -240,14 +242,15 @@ _STAGED = ("stage_requests", "stage_file", "stage_numbered", "stage_exact_reques
            "stage_records", "stage_exact", "stage_lines_file")
 
 
-def drop_staged(con) -> None:
-    """Drop the staged records of a file, views first."""
+def drop_staged(con, *, keep: tuple[str, ...] = ()) -> None:
+    """Drop the staged records of a file (all but `keep`), views first."""
+    names = [name for name in _STAGED if name not in keep]
     for kind, name in con.execute(
             "SELECT 'VIEW', view_name FROM duckdb_views() WHERE temporary "
             "AND list_contains($names, view_name) "
             "UNION ALL SELECT 'TABLE', table_name FROM duckdb_tables() WHERE temporary "
             "AND list_contains($names, table_name) ORDER BY 1 DESC, 2",
-            {"names": list(_STAGED)}).fetchall():
+            {"names": names}).fetchall():
         con.execute(f"DROP {kind} {quote_identifier(name)}")
 
 
