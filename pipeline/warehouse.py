@@ -99,10 +99,6 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
         raise RecallwatchError(
             f"RECALLWATCH_MEMORY_LIMIT={limit!r} is not a memory size; use e.g. 2GB or 512MB."
         ) from None
-    # Memory DuckDB frees goes back to the system soon, not at its allocator's leisure: the
-    # process's peak stays nearer the limit (the report of 10M requests: 2.34 GiB, not 2.50).
-    con.execute("SET allocator_background_threads = true")
-    con.execute("SET allocator_flush_threshold = '16MB'")
     limit_bytes, threads = con.execute(
         "SELECT parse_formatted_bytes(current_setting('memory_limit')), "
         "current_setting('threads')").fetchall()[0]
