@@ -19,9 +19,9 @@ import pyarrow as pa
 from pipeline.errors import RecallwatchError
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "recallwatch.duckdb"
-# DuckDB's own memory: a process holds some 0.7 GiB besides it at its peak (Python, the libraries,
-# memory DuckDB allocates outside its buffer pool and memory freed but not yet returned), so
-# 1.8GB keeps a whole run of 10M requests within 2.5 GiB (bench/run_memory.py).
+# DuckDB's own memory: a whole run of 10M requests peaked 0.65-0.75 GiB above it (what Python,
+# the libraries and DuckDB's allocations outside its buffer pool hold), so 1.8GB keeps that run
+# within 2.5 GiB (bench/run_memory.py).
 DEFAULT_MEMORY_LIMIT = "1.8GB"
 # Working memory DuckDB needs per thread: under a limit too small for every core, fewer threads
 # (each with its own hash tables and buffers) finish where more would run out (measured: the
