@@ -12,15 +12,16 @@
 
 -- Whether a request's chunks are ranked in list order: one list, ranks never falling, no chunk
 -- twice. Most requests are: their chunks' places are 1, 2, 3, ... in list order. Checked here,
--- where `retrieved` is built, so that the load reads each record once. `id_hashes`: the hashes
--- of its chunk IDs, sorted: neighbours compare faster than a set of the IDs is built (two IDs
--- of one hash only send a request the general way).
-CREATE OR REPLACE TEMP MACRO in_list_order(retrieved, n_steps, id_hashes) AS
+-- where `retrieved` is built, so that the load reads each record once, on plain lists of
+-- integers (a lambda over integers is much cheaper than one over the items): `ranks`, and
+-- `id_hashes`, the hashes of the chunk IDs in list order. A chunk is there once when the first
+-- place of its hash is its own place (two IDs of one hash only send a request the general way).
+CREATE OR REPLACE TEMP MACRO in_list_order(n_steps, ranks, id_hashes) AS
     n_steps = 1
     -- each rank at least the one before it (ranks are never NULL here): no sort needed
-    AND coalesce(list_bool_and(list_transform(retrieved[2:],
-                                              lambda x, i: x.rank >= retrieved[i].rank)), true)
-    AND coalesce(list_bool_and(list_transform(id_hashes[2:], lambda h, i: h <> id_hashes[i])),
+    AND coalesce(list_bool_and(list_transform(ranks[2:], lambda r, i: r >= ranks[i])), true)
+    AND coalesce(list_bool_and(list_transform(id_hashes,
+                                              lambda h, i: list_position(id_hashes, h) = i)),
                  true);
 
 CREATE OR REPLACE TEMP TABLE stage_checked AS
@@ -36,8 +37,7 @@ WITH typed AS (
         try_cast(r.logged.index_size AS DOUBLE) AS index_size_num,
         try_cast(r.logged.k AS DOUBLE) AS k_num,
         try_cast(r.logged.turn AS DOUBLE) AS turn_num,
-        -- each parses the tags: once per record
-        json_keys(r.logged.tags) AS tag_keys,
+        -- parses the tags once per record; their keys are looked at only when it fails
         try_cast(r.logged.tags AS MAP(VARCHAR, VARCHAR)) AS tag_map,
         list_filter(list_transform(r.items, lambda x: CASE
             WHEN x.item_error IS NOT NULL OR x.chunk_id IS NULL OR x.chunk_id = ''
@@ -82,13 +82,12 @@ judged AS (
                  AND (turn_num IS NULL OR turn_num <> floor(turn_num)
                       OR abs(turn_num) > 2147483647)
                 THEN $turn_reason || ', got ' || left(logged.turn, 40)
-            -- a repeated key would make the whole map unreadable: say so rather than drop tags
-            WHEN logged.tags IS NOT NULL
-                 AND len(tag_keys) <> len(list_distinct(tag_keys))
-                THEN 'tags has a duplicate key: ' || left(list_filter(tag_keys,
-                     lambda key, i: list_position(tag_keys, key) < i)[1], 80)
+            -- a repeated key makes the whole map unreadable: say so rather than drop tags
             WHEN logged.tags IS NOT NULL AND tag_map IS NULL
-                THEN 'tags cannot be read as text keys and values'
+                THEN coalesce('tags has a duplicate key: ' || left(list_filter(
+                         json_keys(logged.tags), lambda key, i:
+                         list_position(json_keys(logged.tags), key) < i)[1], 80),
+                     'tags cannot be read as text keys and values')
         END AS reason
     FROM typed
 ),
@@ -113,8 +112,9 @@ checked AS (
         reason
     FROM judged
 )
-SELECT * EXCLUDE (id_hashes), in_list_order(retrieved, n_steps, id_hashes) AS in_list_order
-FROM (SELECT *, list_sort(list_transform(retrieved, lambda x: hash(x.chunk_id))) AS id_hashes
+SELECT * EXCLUDE (ranks, id_hashes), in_list_order(n_steps, ranks, id_hashes) AS in_list_order
+FROM (SELECT *, list_transform(retrieved, lambda x: x.rank) AS ranks,
+             list_transform(retrieved, lambda x: hash(x.chunk_id)) AS id_hashes
       FROM checked);
 
 -- A digest of a normalized record, the same whichever format it came in: it tells an identical
