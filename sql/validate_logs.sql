@@ -71,8 +71,10 @@ judged AS (
                 THEN 'missing or null required field: index_version'
             WHEN shape NOT IN ('list', 'steps') THEN shape
             WHEN item_reason IS NOT NULL THEN item_reason
+            -- a logged k serves at least one chunk (the quality gate's k >= 1); an empty list
+            -- without a k is served nothing, its k 0
             WHEN logged.k IS NOT NULL
-                 AND (k_num IS NULL OR k_num <> floor(k_num) OR k_num < 0 OR k_num > 2147483647)
+                 AND (k_num IS NULL OR k_num <> floor(k_num) OR k_num < 1 OR k_num > 2147483647)
                 THEN $k_reason || ', got ' || left(logged.k, 40)
             WHEN logged.index_size IS NOT NULL
                  AND (index_size_num IS NULL OR index_size_num <> floor(index_size_num)

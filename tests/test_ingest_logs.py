@@ -50,13 +50,16 @@ def bad_jsonl_corpus() -> list:
          "item 1 has a rank that is not an integer"),
         (request("item-str", ["a", 5, "b"], ) | {"retrieved": ["a"]},
          "retrieved item 1 is not an object"),
-        (request("bad-k", ["a"], k=-1), "k must be a non-negative integer"),
+        (request("bad-k", ["a"], k=-1), "k must be an integer of at least 1"),
         (request("bad-size", ["a"], index_size="big"), "index_size must be a non-negative"),
         (request("bad-tags", ["a"], tags=["acme"]), "tags is not an object"),
         (request("dup", ["a"]), "conflicting duplicate request_id dup"),
         (request("dup", ["b"]), "conflicting duplicate request_id dup"),
         ('{"request_id": "latin1", "query": "caf\xe9"}'.encode("latin-1"), "not valid UTF-8"),
         (huge, "record too large"),
+        # the quality gate's k >= 1: a logged k of 0 serves nothing, never a scored 0
+        (request("zero-k", ["a"], k=0), "k must be an integer of at least 1, got 0"),
+        (request("whole-k", ["a"], k=4.5), "k must be an integer of at least 1, got 4.5"),
     ]
 
 
@@ -333,7 +336,7 @@ def test_scores_beyond_float_range_re_deliver_without_error(con, tmp_path):
      "retrieved item 1 has a chunk_id that is not a string"),
     ("query", pa.array([b"what is it?"], pa.binary()), "query is not a string"),
     ("query", pa.array([42]), "query is not a string"),
-    ("k", pa.array([5.5]), "k must be a non-negative integer, got 5.5"),
+    ("k", pa.array([5.5]), "k must be an integer of at least 1, got 5.5"),
 ])
 def test_parquet_values_of_the_wrong_type_are_quarantined_not_stringified(
         con, tmp_path, column, values, reason):
@@ -353,6 +356,16 @@ def test_parquet_values_of_the_wrong_type_are_quarantined_not_stringified(
     summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
     assert (summary.loaded, summary.quarantined) == (0, 1)
     assert con.sql("SELECT reason FROM quarantine").fetchall()[0][0].startswith(reason)
+
+
+def test_whole_floats_load_as_integers_in_json_lines_as_in_parquet(con, tmp_path):
+    # pandas writes an integer column with a missing value as 4.0, in to_json as in to_parquet
+    record = request("r-1", ["a", "b", "c", "d", "e"], k=4.0, index_size=182340.0, turn=2.0)
+    write_jsonl(tmp_path / "logs.jsonl", [record])
+    pq.write_table(pa.Table.from_pylist([record]), tmp_path / "logs.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "logs.jsonl"), str(tmp_path / "logs.parquet")])
+    assert [(f.loaded, f.quarantined) for f in summary.files] == [(1, 0), (1, 0)]
+    assert con.sql("SELECT k, index_size, turn FROM requests").fetchall() == [(4, 182340, 2)]
 
 
 def test_a_duplicate_tag_key_is_quarantined_not_a_silent_loss_of_every_tag(con, tmp_path):

@@ -71,8 +71,10 @@ class Kind:
 # IDs compare as strings, so 7 and "7" are one ID.
 ID = Kind(("VARCHAR", "BIGINT", "UBIGINT"), _id, "VARCHAR")
 TEXT = Kind(("VARCHAR",), _text, "VARCHAR")
-# Staged as the text logged, so a rule of validate_logs.sql can quote an out-of-range value.
-INTEGER = Kind(("BIGINT", "UBIGINT"), _number, "VARCHAR")
+# Staged as the text logged, so a rule of validate_logs.sql can quote an out-of-range value. A
+# whole float (4.0) is a number too, in JSON Lines as in Parquet: pandas writes an integer
+# column with a missing value that way; validate_logs.sql refuses a fractional one.
+INTEGER = Kind(("BIGINT", "UBIGINT", "DOUBLE"), _number, "VARCHAR")
 INSTANT = Kind(("VARCHAR",), _instant, "VARCHAR")
 NUMBER = Kind(("BIGINT", "UBIGINT", "DOUBLE"), _numeric, "DOUBLE", arrow_tries=True)
 OBJECT = Kind(("OBJECT",), _object, "JSON")
@@ -94,7 +96,7 @@ REQUEST_FIELDS = (
     Field("index_version", ID, "index_version is not a string"),
     Field("session_id", ID, "session_id is not a string"),
     Field("index_size", INTEGER, "index_size must be a non-negative integer"),
-    Field("k", INTEGER, "k must be a non-negative integer"),
+    Field("k", INTEGER, "k must be an integer of at least 1"),
     Field("turn", INTEGER, "turn must be an integer"),
     Field("tags", OBJECT, "tags is not an object"),
 )
