@@ -57,3 +57,36 @@ def test_a_copy_of_a_loaded_gold_file_is_the_same_gold_set(con, tmp_path):
     shutil.copy(path, tmp_path / "copy.jsonl")
     result = ingest_gold(con, str(tmp_path / "copy.jsonl"), "v1")
     assert result.skipped and result.loaded == 1
+
+
+def test_a_lone_surrogate_quarantines_its_golden_and_the_others_load(con, tmp_path):
+    (tmp_path / "gold.jsonl").write_text(
+        '{"gold_id": "g-1", "question": "lone \\ud800 q", "gold_chunk_ids": ["a"]}\n'
+        '{"gold_id": "g-2", "question": "ok", "gold_chunk_ids": ["b"]}\n')
+    result = ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    assert (result.loaded, result.quarantined) == (1, 1)
+    assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [(1, "invalid JSON")]
+    assert con.sql("SELECT gold_id FROM goldens").fetchall() == [("g-2",)]
+
+
+def test_a_gold_id_of_another_type_is_named_not_called_missing(con, tmp_path):
+    path = write_jsonl(tmp_path / "gold.jsonl", [
+        golden(42.0, ["x"]), golden(True, ["y"]), golden(None, ["z"]), golden("", ["z"]),
+        golden("g-1", ["a"]), golden("g-2", ["b"], question=7)])
+    ingest_gold(con, str(path), "v1")
+    assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
+        (1, "gold_id is not a string"), (2, "gold_id is not a string"),
+        (3, "missing or null required field: gold_id"),
+        (4, "missing or null required field: gold_id"), (6, "question is not a string")]
+
+
+@pytest.mark.parametrize("lines", [[], ['{"gold_id": 1.0, "question": "q"}', "{oops"]])
+def test_a_gold_set_with_no_golden_is_refused_not_made_the_newest(con, tmp_path, lines):
+    write_jsonl(tmp_path / "good.jsonl", [golden("g-1", ["a"])])
+    ingest_gold(con, str(tmp_path / "good.jsonl"), "v1")
+    (tmp_path / "gold.jsonl").write_text("".join(f"{line}\n" for line in lines))
+    with pytest.raises(RecallwatchError, match=r"no golden could be loaded from \d records"
+                                               r".*nothing was loaded as gold version 'v2'"):
+        ingest_gold(con, str(tmp_path / "gold.jsonl"), "v2")
+    assert con.sql("SELECT gold_version FROM gold_versions").fetchall() == [("v1",)]
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]

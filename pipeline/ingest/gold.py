@@ -74,6 +74,14 @@ def ingest_gold(con, path: str, version: str) -> FileResult:
         good[row["gold_id"]] = (line, row)
 
     rows = [row for _, row in good.values()]
+    if not rows:
+        # the newest gold set is the one scoring uses: an empty one would make every request
+        # no_gold_match without a word
+        first = f" (line {bad[0][0]}: {bad[0][1]}" + (
+            f"; {len(bad) - 1} more records quarantined)" if len(bad) > 1 else ")") if bad else ""
+        raise RecallwatchError(
+            f"{source}: no golden could be loaded from {n_read} records{first}; nothing was "
+            f"loaded as gold version {version!r}.")
     table = pa.table({
         "gold_version": pa.array([version] * len(rows), pa.string()),
         "gold_id": pa.array([r["gold_id"] for r in rows], pa.string()),
@@ -131,7 +139,20 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
             if not isinstance(record, dict):
                 yield number, None, "record is not a JSON object", text
                 continue
+            if not _is_text(record):
+                # Python reads a lone surrogate (\ud800) that no text holds; DuckDB's reader
+                # refuses it in a log line, as here
+                yield number, None, "invalid JSON", text
+                continue
             yield number, record, None, text
+
+
+def _is_text(record: dict) -> bool:
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _as_id(value) -> str | None:
@@ -141,6 +162,10 @@ def _as_id(value) -> str | None:
         return None
     text = str(value)
     return text if text.strip() else None
+
+
+def _blank(value) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 def _as_list(value, field: str) -> tuple[list[str] | None, str | None]:
@@ -172,10 +197,13 @@ def _as_list(value, field: str) -> tuple[list[str] | None, str | None]:
 def _check_golden(record: dict) -> tuple[dict | None, str | None]:
     gold_id = _as_id(record.get("gold_id"))
     if gold_id is None:
-        return None, "missing or null required field: gold_id"
+        # as in a log: a float (pandas' 7.0), a bool or a list is no ID
+        return None, ("missing or null required field: gold_id" if _blank(record.get("gold_id"))
+                      else "gold_id is not a string")
     question = record.get("question")
     if not isinstance(question, str) or not question.strip():
-        return None, "missing or null required field: question"
+        return None, ("missing or null required field: question" if _blank(question)
+                      else "question is not a string")
     reference = record.get("reference")
     if reference is not None and not isinstance(reference, str):
         return None, "reference is not a string"
