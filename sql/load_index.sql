@@ -1,7 +1,8 @@
 -- load_index: replace the manifest of one index version with the staged file.
 -- Grain: index_chunks one row per (index_version, chunk_id). Input: stage_index(line,
--- index_version, chunk_id, content_hash, text, type_error), values as text, type_error the
--- reason of a value that is not text (pipeline/ingest/index.py). Parameters: $source, $version, $raw_limit
+-- index_version, chunk_id, content_hash, text, type_error, raw), values as text, type_error the
+-- reason of a value that is not text or a line that is no JSON object, raw that line's text
+-- (pipeline/ingest/index.py). Parameters: $source, $version, $raw_limit
 -- (characters of a bad row kept).
 -- content_hash defaults to sha256 of the text, so a manifest may carry either.
 
@@ -22,7 +23,10 @@ SELECT 'index', $version, $source, line,
            WHEN content_hash IS NULL AND text IS NULL THEN 'neither content_hash nor text given'
            ELSE 'conflicting duplicate chunk_id ' || chunk_id
        END,
-       left(to_json(s)::VARCHAR, $raw_limit)
+       left(coalesce(raw, to_json({'line': line, 'index_version': index_version,
+                                    'chunk_id': chunk_id, 'content_hash': content_hash,
+                                    'text': text, 'type_error': type_error})::VARCHAR),
+            $raw_limit)
 FROM stage_index s
 WHERE type_error IS NOT NULL OR chunk_id IS NULL OR trim(chunk_id) = ''
    OR (index_version IS NOT NULL AND index_version <> $version)

@@ -23,10 +23,37 @@ def test_index_manifest_hashes_text_and_quarantines_bad_rows(con, tmp_path):
 
 
 def test_unreadable_index_manifest_is_one_clear_error(con, tmp_path):
-    (tmp_path / "m.jsonl").write_text('{"chunk_id": "a", "text": "A"}\n{broken\n')
+    (tmp_path / "m.parquet").write_bytes(b"PAR1 not parquet PAR1")
     with pytest.raises(RecallwatchError, match="cannot read the index manifest"):
+        ingest_index(con, str(tmp_path / "m.parquet"), "idx-1")
+    (tmp_path / "m.jsonl").write_text('{"id": "a", "text": "A"}\n')
+    with pytest.raises(RecallwatchError, match="needs a chunk_id column"):
         ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
     assert con.sql("SELECT count(*) FROM index_chunks").fetchall()[0][0] == 0
+
+
+def test_bad_lines_of_a_json_lines_manifest_are_quarantined_and_the_rest_loads(con, tmp_path):
+    (tmp_path / "m.jsonl").write_bytes(
+        b'{"chunk_id": "a", "text": "A"}\n{broken\n["a", "b"]\n\n'
+        b'{"chunk_id": "caf\xe9", "text": "C"}\n{"chunk_id": "b", "text": "B"}\n')
+    result = ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
+    assert (result.read, result.loaded, result.quarantined) == (5, 2, 3)
+    assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [("a",), ("b",)]
+    rows = con.sql("SELECT line, reason, raw FROM quarantine ORDER BY line").fetchall()
+    assert [(line, reason.split(" (")[0]) for line, reason, _ in rows] == [
+        (2, "invalid JSON"), (3, "record is not a JSON object"), (5, "not valid UTF-8")]
+    assert [raw for _, _, raw in rows[:2]] == ["{broken", '["a", "b"]']
+
+
+def test_a_key_first_given_after_many_rows_is_read(con, tmp_path):
+    # DuckDB's JSON reader takes its columns from a sample of the first 20,480 rows
+    lines = [f'{{"chunk_id": "c{i}", "text": "t{i}"}}' for i in range(20_480)]
+    lines.append('{"chunk_id": "late", "content_hash": "abc123"}')
+    (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
+    result = ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
+    assert (result.loaded, result.quarantined) == (20_481, 0)
+    assert con.sql("SELECT content_hash FROM index_chunks WHERE chunk_id = 'late'"
+                   ).fetchall() == [("abc123",)]
 
 
 def test_one_manifest_file_loads_under_two_index_versions(con, tmp_path):

@@ -22,7 +22,7 @@ RECORDS = [
     request("out-of-order", [{"chunk_id": "a", "rank": 3}, {"chunk_id": "b", "rank": 1},
                              {"chunk_id": "c", "rank": 2}]),
     request("repeated", ["a", "b", "a", "c"]),
-    request("empty", [], k=0),
+    request("empty", []),
     {**request("steps", []), "retrieved": None,
      "retrieval_steps": [[{"chunk_id": "x"}, {"chunk_id": "a"}], [{"chunk_id": "a"}]]},
 ]

@@ -155,7 +155,7 @@ def scenario(draw):
     for i in range(draw(st.integers(1, 6))):
         gold = draw(st.lists(chunk, min_size=1, max_size=5, unique=True))
         steps = draw(st.lists(ranking, min_size=1, max_size=3))
-        k = draw(st.one_of(st.none(), st.integers(0, 12)))
+        k = draw(st.one_of(st.none(), st.integers(1, 12)))   # a logged k is at least 1
         requests.append((f"r-{i}", gold, steps, k))
     return requests
 

@@ -1,7 +1,8 @@
 """Index manifests: load the chunks of one index version (chunk_id plus content_hash or text)
 into `index_chunks`, so a miss can be explained and gold IDs carried across a rebuild. A
 manifest is a snapshot: loading a version again replaces it. The file is staged by DuckDB's
-own readers and judged by sql/load_index.sql, which quarantines bad rows."""
+own readers (a JSON Lines manifest line by line, as log lines are) and judged by
+sql/load_index.sql, which quarantines bad rows."""
 
 from __future__ import annotations
 
@@ -12,16 +13,19 @@ import duckdb
 from pipeline.errors import RecallwatchError
 from pipeline.ingest.fields import BoundValues
 from pipeline.ingest.files import (
+    DEFAULT_MAX_RECORD_BYTES,
     RAW_LIMIT,
     TABLE_SUFFIXES,
     FileResult,
     count_quarantined,
     file_hash,
     previous_ingest,
+    quarantine_rows,
     record_file,
     single_file,
     unchanged,
 )
+from pipeline.ingest.logs import stage_json_lines
 from pipeline.warehouse import quote_identifier, run_script, transaction
 
 _MANIFEST_COLUMNS = ("index_version", "chunk_id", "content_hash", "text")
@@ -38,23 +42,90 @@ def ingest_index(con, path: str, version: str) -> FileResult:
     skipped = unchanged(previous_ingest(con, "index", source, version), source, digest, "")
     if skipped:
         return skipped
+    if _is_json_lines(file):
+        with transaction(con):
+            rejects = _stage_manifest_lines(con, file, version)
+            return _load_staged(con, file, version, digest, rejects)
     reader = _duckdb_reader(file)
     try:
         columns = {row[0]: row[1] for row in con.execute(
             f"DESCRIBE SELECT * FROM {reader}", {"path": source}).fetchall()}
     except duckdb.Error as exc:
         raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
+    _check_columns(file, columns)
+    picked, type_error, bind = _picked(columns)
+    # a CSV's first line is its header, so data rows are numbered from 2 as in gold sets
+    first_line = 2 if file.name.lower().endswith(".csv") else 1
+    with transaction(con):
+        try:
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE stage_index AS "
+                f"SELECT row_number() OVER () + $offset AS line, {picked}, "
+                f"{type_error} AS type_error, NULL::VARCHAR AS raw FROM {reader}",
+                {"path": source, "offset": first_line - 1, **bind})
+        except duckdb.OutOfMemoryException:
+            raise  # not the file's fault: the CLI names the memory setting
+        except duckdb.Error as exc:
+            raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
+        return _load_staged(con, file, version, digest, [])
+
+
+def _stage_manifest_lines(con, file: Path, version: str) -> list[tuple[int, str, str]]:
+    """Stage a JSON Lines manifest line by line, as a log file's lines are: a line that is not
+    JSON, not an object, not UTF-8 or over the size limit is quarantined with its line and
+    reason, and every row is read for every column (DuckDB's own reader would take the columns
+    from a sample of the first rows, and a key first given later would be lost). Values are
+    read as JSON and judged by _manifest_value, so a UUID- or date-looking ID stays text."""
+    rejects = stage_json_lines(con, file, DEFAULT_MAX_RECORD_BYTES)
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE stage_index_lines AS
+        SELECT line, text AS line_text, CASE WHEN json_valid(text) AND json_type(text) = 'OBJECT'
+                                THEN text::JSON END AS record,
+               CASE WHEN NOT json_valid(text) THEN 'invalid JSON'
+                    WHEN json_type(text) <> 'OBJECT' THEN 'record is not a JSON object'
+               END AS line_error
+        FROM stage_lines""")
+    con.execute("DROP TABLE stage_lines")
+    present = con.execute(
+        "SELECT " + ", ".join(
+            f"count(*) FILTER (json_exists(record, $p{i}))"
+            for i, _ in enumerate(_MANIFEST_COLUMNS)) + " FROM stage_index_lines",
+        {f"p{i}": _json_path(c) for i, c in enumerate(_MANIFEST_COLUMNS)}).fetchall()[0]
+    columns = {c: "JSON" for c, n in zip(_MANIFEST_COLUMNS, present, strict=True) if n}
+    if any(present) or not rejects and not _has_rows(con):
+        _check_columns(file, columns)
+    picked, type_error, bind = _picked(columns)
+    fields = ", ".join(
+        f"json_extract(record, {bind(_json_path(c))}) AS {quote_identifier(c)}"
+        for c in columns)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE stage_index AS "
+        f"SELECT line, {picked}, coalesce(line_error, {type_error}) AS type_error, "
+        "CASE WHEN line_error IS NOT NULL THEN left(line_text, $raw_limit) END AS raw "
+        f"FROM (SELECT line, line_error, line_text{', ' + fields if fields else ''} "
+        "FROM stage_index_lines)", {"raw_limit": RAW_LIMIT, **bind})
+    con.execute("DROP TABLE stage_index_lines")
+    return rejects
+
+
+def _has_rows(con) -> bool:
+    return con.execute("SELECT count(*) > 0 FROM stage_index_lines").fetchall()[0][0]
+
+
+def _json_path(column: str) -> str:
+    return f'$."{column}"'
+
+
+def _check_columns(file: Path, columns: dict) -> None:
     if "chunk_id" not in columns:
         raise RecallwatchError(f"{file}: an index manifest needs a chunk_id column.")
     if not {"content_hash", "text"} & set(columns):
         raise RecallwatchError(f"{file}: an index manifest needs content_hash or text.")
-    extra = {}
-    if reader.startswith("read_json"):
-        # DuckDB would guess UUID- or date-looking IDs as UUID or DATE: read each value as
-        # JSON and judge it below
-        columns = {c: "JSON" for c in _MANIFEST_COLUMNS if c in columns}
-        reader = "read_json($path, format = 'newline_delimited', columns = $columns)"
-        extra = {"columns": columns}
+
+
+def _picked(columns: dict) -> tuple[str, str, BoundValues]:
+    """The manifest's columns as text (absent ones NULL) and the CASE giving a row's type
+    error, by the type each column was read as."""
     picked, errors, bind = [], [], BoundValues()
     for column in _MANIFEST_COLUMNS:
         value, error = _manifest_value(column, columns.get(column), bind)
@@ -62,25 +133,17 @@ def ingest_index(con, path: str, version: str) -> FileResult:
         if error:
             errors.append(error)
     type_error = f"CASE {' '.join(errors)} END" if errors else "NULL::VARCHAR"
-    # a CSV's first line is its header, so data rows are numbered from 2 as in gold sets
-    first_line = 2 if file.name.lower().endswith(".csv") else 1
-    with transaction(con):
-        try:
-            con.execute(
-                "CREATE OR REPLACE TEMP TABLE stage_index AS "
-                f"SELECT row_number() OVER () + $offset AS line, {', '.join(picked)}, "
-                f"{type_error} AS type_error FROM {reader}",
-                {"path": source, "offset": first_line - 1, **extra, **bind})
-        except duckdb.OutOfMemoryException:
-            raise  # not the file's fault: the CLI names the memory setting
-        except duckdb.Error as exc:
-            raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
-        run_script(con, "load_index",
-                   {"source": source, "version": version, "raw_limit": RAW_LIMIT})
-        n_read = con.execute("SELECT count(*) FROM stage_index").fetchall()[0][0]
-        n_bad = count_quarantined(con, "index", source, version)
-        return record_file(con, "index", source, version, digest, "", n_read,
-                           n_read - n_bad, n_bad)
+    return ", ".join(picked), type_error, bind
+
+
+def _load_staged(con, file: Path, version: str, digest: str,
+                 rejects: list[tuple[int, str, str]]) -> FileResult:
+    source = str(file)
+    run_script(con, "load_index", {"source": source, "version": version, "raw_limit": RAW_LIMIT})
+    quarantine_rows(con, "index", source, version, rejects)
+    n_read = con.execute("SELECT count(*) FROM stage_index").fetchall()[0][0] + len(rejects)
+    n_bad = count_quarantined(con, "index", source, version)
+    return record_file(con, "index", source, version, digest, "", n_read, n_read - n_bad, n_bad)
 
 
 def _manifest_value(column: str, sql_type: str | None,
@@ -105,10 +168,11 @@ def _manifest_value(column: str, sql_type: str | None,
     return f"NULL::VARCHAR AS {q}", f"WHEN {q} IS NOT NULL THEN {bind(reason)}"
 
 
+def _is_json_lines(file: Path) -> bool:
+    return not file.name.lower().endswith((".parquet", ".csv"))
+
+
 def _duckdb_reader(file: Path) -> str:
-    name = file.name.lower()
-    if name.endswith(".parquet"):
+    if file.name.lower().endswith(".parquet"):
         return "read_parquet($path)"
-    if name.endswith(".csv"):
-        return "read_csv($path, header = true, all_varchar = true)"
-    return "read_json($path, format = 'newline_delimited')"
+    return "read_csv($path, header = true, all_varchar = true)"

@@ -276,9 +276,7 @@ def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
     scan = line_scan(path)
     staged = _stage_records(con, path, max_record_bytes, scan)
     if staged is None:
-        rejects = _read_lines_in_sql(con, path, max_record_bytes, scan)
-        if rejects is None:
-            rejects = _read_lines_in_python(con, path, max_record_bytes)
+        rejects = stage_json_lines(con, path, max_record_bytes, scan)
         ((n_staged,),) = con.execute("SELECT count(*) FROM stage_lines").fetchall()
         run_script(con, "stage_logs_jsonl", fields.jsonl_parameters())
     else:
@@ -293,6 +291,17 @@ def stage_jsonl(con, path: Path, max_record_bytes: int) -> int:
         con.execute("INSERT INTO stage_rejects SELECT line, raw, reason FROM python_rejects")
         con.unregister("python_rejects")
     return n_staged + len(rejects)
+
+
+def stage_json_lines(con, path: Path, max_record_bytes: int,
+                     scan: LineScan | None = None) -> list[tuple[int, str, str]]:
+    """Fill stage_lines(line, text) with the non-blank lines of a JSON Lines file, numbered as
+    in the file: by DuckDB where it can be trusted with the file, else line by line. Returns
+    the (line, reason, raw) of the lines that cannot be staged (not UTF-8, over the limit)."""
+    scan = scan or line_scan(path)
+    rejects = _read_lines_in_sql(con, path, max_record_bytes, scan)
+    return rejects if rejects is not None else _read_lines_in_python(con, path,
+                                                                     max_record_bytes)
 
 
 def _stage_records(con, path: Path, max_record_bytes: int, scan: LineScan,
