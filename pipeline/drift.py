@@ -618,6 +618,7 @@ def _row(it: _Item, j: int | None, tests: _Tests | None, config: Config, grain: 
         _decide(row, j, tests, config)
     _follow_episode(s, row, j, tests, pool, margin, grain)
     if j is not None and tests.carried:
+        _one_interval(row, j, tests)
         s.t += 1
         for side in ("drop", "rise"):
             restart = row["state"] == "resolved" and side == row["episode_kind"]
@@ -680,6 +681,18 @@ def _follow_episode(s: _Series, row: dict, j: int | None, tests: _Tests | None, 
     if row["decision"] == s.episode:   # the detector's old evidence, not this window's
         row["decision"] = "stable"
     s.episode, s.episode_id = None, None
+
+
+def _one_interval(row: dict, j: int, tests: _Tests) -> None:
+    """Each side of the anytime interval is its detector's, mixed over change starts, so the
+    two can rest on different stretches of windows: in a drop after a long stable stretch the
+    rise detector still rules out the stretch's level while the drop detector rules out
+    today's. Crossed (low above high), they describe no one difference: the row gives this
+    window's own anytime interval instead, both sides restarted here, which never cross."""
+    low, high = row["delta_low"], row["delta_high"]
+    if low is not None and high is not None and low > high:
+        row.update(delta_low=_finite(float(tests.restarted_low[j])),
+                   delta_high=_finite(float(tests.restarted_high[j])))
 
 
 def _grow_baseline(s: _Series, window: _Window, row: dict) -> None:

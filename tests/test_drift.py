@@ -72,6 +72,13 @@ def test_demo_decline_opens_a_drop_on_slice_all_before_the_rebuild_and_resolves_
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_demo_drift_intervals_never_cross(demo):
+    path, _ = demo
+    with connect(path, read_only=True) as con:
+        assert_intervals_never_cross(con)
+
+
 def test_rerunning_drift_changes_no_row(demo_copy):
     con, _ = demo_copy
     before = snapshot(con)
@@ -189,6 +196,34 @@ def test_a_window_too_small_to_see_the_detectable_drop_is_insufficient_not_stabl
         assert decision == "insufficient"
         assert mdd is None or mdd > 0.10
         assert needed is None or needed > 5
+
+
+def test_a_drop_after_a_long_stable_stretch_has_an_interval_not_crossed_bounds(con, tmp_path):
+    # 14 days at mean recall 0.8, then 0.5: the rise detector still rules out the stable
+    # stretch's level while the drop detector rules out today's
+    gold = [f"c{j}" for j in range(10)]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
+    records = []
+    for day in range(1, 17):
+        for i in range(100):
+            hit = i % 5 + (6 if day <= 14 else 3)
+            records.append(request(f"r{day}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
+                                   ts=f"2026-10-{day:02d}T{i // 60:02d}:{i % 60:02d}:00Z"))
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rows = con.sql("SELECT window_start::DATE, delta, delta_low, delta_high, decision "
+                   "FROM drift_events WHERE slice = 'all' AND k = 10 "
+                   "AND metric = 'mean_recall' AND window_start >= '2026-10-15'").fetchall()
+    assert [decision for *_, decision in rows] == ["drop", "drop"]
+    for _, delta, low, high, _ in rows:
+        assert low <= delta <= high < -0.05   # holds today's -0.3, and wholly below the margin
+    assert_intervals_never_cross(con)
+
+
+def assert_intervals_never_cross(con):
+    assert con.sql("SELECT count(*) FROM drift_events WHERE delta_low > delta_high"
+                   ).fetchall() == [(0,)]
 
 
 def test_drift_settings_are_checked_and_put_in_force_explicitly(con):
