@@ -82,6 +82,7 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
                     f"warehouse {target} holds nothing (its creation was interrupted): load "
                     "logs into it first (`recallwatch ingest logs PATH`).")
             _remove_cut_short(Path(target))
+        _refuse_other_files(Path(target))
     try:
         con = duckdb.connect(target, read_only=read_only)
     except duckdb.IOException as exc:
@@ -102,9 +103,15 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
         raise RecallwatchError(
             f"RECALLWATCH_MEMORY_LIMIT={limit!r} is not a memory size; use e.g. 2GB or 512MB."
         ) from None
-    limit_bytes, threads = con.execute(
-        "SELECT parse_formatted_bytes(current_setting('memory_limit')), "
-        "current_setting('threads')").fetchall()[0]
+    try:
+        limit_bytes, threads = con.execute(
+            "SELECT parse_formatted_bytes(current_setting('memory_limit')), "
+            "current_setting('threads')").fetchall()[0]
+    except duckdb.Error:   # DuckDB takes -1 or 99999TB, then cannot read back what it holds
+        con.close()
+        raise RecallwatchError(
+            f"RECALLWATCH_MEMORY_LIMIT={limit!r} is not a memory size this machine can give; "
+            "use e.g. 2GB or 512MB.") from None
     con.execute("SET threads = $threads",
                 {"threads": max(1, min(threads, limit_bytes // THREAD_BYTES))})
     _check_format(con, target, create=not read_only)
@@ -140,6 +147,24 @@ def _headers_cut_short(fh) -> bool:
         return False
     head = fh.read(_MAGIC_AT + len(_MAGIC))
     return not head or head[_MAGIC_AT:] == _MAGIC
+
+
+def _refuse_other_files(path: Path) -> None:
+    """A file that is not a DuckDB database is refused before DuckDB sees it: given a data
+    file (`.jsonl`, `.parquet`, `.csv`), DuckDB would open a throw-away in-memory database in
+    its place, and everything written would be lost without a word."""
+    try:
+        if not path.is_file():
+            return
+        with open(path, "rb") as fh:
+            head = fh.read(_MAGIC_AT + len(_MAGIC))
+    except OSError:
+        return   # DuckDB says what is wrong with it
+    if head[_MAGIC_AT:] != _MAGIC:
+        raise RecallwatchError(
+            f"warehouse {path} is not a DuckDB database (is it a data file?): point "
+            "--warehouse at a .duckdb file, new or written by recallwatch, and give data files "
+            "to `recallwatch ingest`.")
 
 
 def _remove_cut_short(path: Path) -> None:

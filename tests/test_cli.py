@@ -8,8 +8,11 @@ import subprocess
 import sys
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from pipeline import cli
 from tests.conftest import golden, request, write_jsonl
 
 CLAIMS_GOLDEN = golden(
@@ -215,6 +218,34 @@ def test_a_duckdb_file_of_another_tool_is_not_adopted(tmp_path, run_cli, warehou
     con = duckdb.connect(str(warehouse), read_only=True)
     assert [r[0] for r in con.sql("SELECT table_name FROM duckdb_tables()").fetchall()] == [
         "orders"]
+
+
+@pytest.mark.parametrize("name", ["gold.jsonl", "idx.parquet", "tiny.duckdb"])
+def test_a_data_file_given_as_the_warehouse_is_refused_not_written_to_memory(tmp_path, name):
+    # DuckDB opens a .jsonl or .parquet path as a throw-away in-memory database
+    path = tmp_path / name
+    if name.endswith(".parquet"):
+        pq.write_table(pa.table({"chunk_id": ["a"], "text": ["A"]}), path)
+    elif name.endswith(".jsonl"):
+        write_jsonl(path, [golden("g-1", ["a"])])
+    else:
+        path.write_bytes(b"not a database")
+    before = path.read_bytes()
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    for args in (["ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1"], ["config"],
+                 ["report", "--out", tmp_path / "r"]):
+        code = cli.main(["--warehouse", str(path), *map(str, args)])
+        assert code == 2
+    assert path.read_bytes() == before
+
+
+def test_an_unusable_memory_limit_is_one_clear_error(run_cli, monkeypatch, tmp_path):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    for limit in ("-1", "99999TB", "abc"):
+        monkeypatch.setenv("RECALLWATCH_MEMORY_LIMIT", limit)
+        code, _, err = run_cli("config")
+        assert code == 2 and f"RECALLWATCH_MEMORY_LIMIT='{limit}' is not a memory size" in err
 
 
 def test_config_shows_and_puts_settings_in_force(tmp_path, run_cli):
