@@ -559,7 +559,7 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
                 "channel": channel.name, "status": status, "attempts": attempts,
                 "last_error": error, "first_tried": row["first_tried"] or now,
                 "last_tried": now, "slice": message.slice, "metric": message.metric,
-                "window_start": message.window_start})
+                "window_start": message.window_start, "route": row["route"], "k": row["k"]})
         log.info("alert %s on slice %s %s via %s: %s%s", message.event, message.slice,
                  message.metric, channel.name, status, f" ({error})" if error else "")
         if error is None:

@@ -1,7 +1,7 @@
 -- pending_alerts: the alert messages of drift episodes, one per event (the daily window on
 -- which an episode opened or resolved) and channel, in window order, with what the alerts
 -- table already holds for it (status NULL: never tried; 'sent' rows come back too, so the
--- caller counts them as skipped). The value's interval comes from window_metrics (NULL when
+-- caller counts them as skipped, as are events sent under another gold version). The value's interval comes from window_metrics (NULL when
 -- the window has no metrics row); `direction` is the decision of the episode's opening window,
 -- so a resolution is named after what it resolves.
 -- Grain: one row per episode_id x event x channel. Parameters: $k (the alert cutoff),
@@ -37,7 +37,19 @@ channels AS (
     SELECT unnest($channels::VARCHAR[]) AS channel,
            generate_subscripts($channels::VARCHAR[], 1) AS channel_order
 )
-SELECT e.*, c.channel, a.status, a.attempts, a.first_tried
+SELECT e.*, c.channel,
+       -- the same event (slice, route, k, metric, window) sent for the episode as another gold
+       -- set judged it counts as sent: loading a new gold version re-judges the whole history
+       -- and would otherwise page every past episode again (route and k are NULL in rows of
+       -- earlier warehouses, and match any)
+       CASE WHEN a.status IS NULL AND EXISTS (
+                SELECT 1 FROM alerts b
+                WHERE b.status = 'sent' AND b.channel = c.channel AND b.event = e.event
+                  AND b.slice = e.slice AND b.metric = e.metric
+                  AND b.window_start = e.window_start
+                  AND coalesce(b.route, e.route) = e.route AND coalesce(b.k, e.k) = e.k)
+            THEN 'sent' ELSE a.status END AS status,
+       a.attempts, a.first_tried
 FROM events e
 CROSS JOIN channels c
 LEFT JOIN alerts a

@@ -3,12 +3,12 @@
 -- over from that row; last_error is already free of URLs, tokens and passwords.
 -- Grain: alerts, one row per episode_id x event x channel. Parameters: $episode_id, $event,
 -- $channel, $status, $attempts, $last_error, $first_tried, $last_tried, $slice, $metric,
--- $window_start.
+-- $window_start, $route, $k.
 
 DELETE FROM alerts
 WHERE episode_id = $episode_id AND event = $event AND channel = $channel;
 
 INSERT INTO alerts (episode_id, event, channel, status, attempts, last_error, first_tried,
-                    last_tried, slice, metric, window_start)
+                    last_tried, slice, metric, window_start, route, k)
 VALUES ($episode_id, $event, $channel, $status, $attempts, $last_error, $first_tried,
-        $last_tried, $slice, $metric, $window_start);
+        $last_tried, $slice, $metric, $window_start, $route, $k);

@@ -300,6 +300,13 @@ CREATE TABLE IF NOT EXISTS alerts (
     window_start TIMESTAMP NOT NULL    -- the window whose drift row holds the event
 );
 
+-- Added later (NULL in the rows of earlier warehouses): with slice, metric and window_start
+-- they name the event whichever gold set judged it, so a new gold version that finds the same
+-- episode sends nothing again (sql/pending_alerts.sql).
+ALTER TABLE alerts ADD COLUMN IF NOT EXISTS route VARCHAR;
+
+ALTER TABLE alerts ADD COLUMN IF NOT EXISTS k INTEGER;
+
 -- Public. One row per data-quality check of an interval [interval_start, interval_end) and
 -- stage: 'files', the interval's log files before they are loaded (a blocking failure keeps
 -- them out of the warehouse), or 'loaded', warnings read from the warehouse after ingest and

@@ -276,6 +276,7 @@ def test_run_sends_the_demo_episode_to_a_webhook_once_and_never_again(demo_copy,
     from test_alerts import HookServer
 
     from pipeline.alerts import Channel
+    from pipeline.ingest import ingest_gold
 
     for name in ("http_proxy", "HTTP_PROXY"):
         monkeypatch.delenv(name, raising=False)
@@ -296,6 +297,12 @@ def test_run_sends_the_demo_episode_to_a_webhook_once_and_never_again(demo_copy,
         second = run(con, alert_channels=[channel], now=now)
         assert second.alerts.sent == 0 and len(server.received) == len(bodies)
         assert snapshot(con) == before
+        # a new gold version re-judges the whole history and finds the same episodes
+        ingest_gold(con, str(world.gold_path), "gold-refreshed")
+        third = run(con, alert_channels=[channel], now=now)
+        assert con.sql("SELECT DISTINCT gold_version FROM drift_events").fetchall() == [
+            ("gold-refreshed",)]
+        assert third.alerts.sent == 0 and len(server.received) == len(bodies)
     finally:
         server.stop()
 
