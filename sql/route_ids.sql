@@ -42,7 +42,15 @@ SELECT
     WHEN m.status = 'scored' THEN
         list_transform(cg.compared_items, lambda ids: list_min(
             list_transform(ids, lambda c: m.chunk_ranks[list_position(m.chunk_ids, c)])))
-    END AS places
+    END AS places,
+    -- after a rebuild two gold chunks of one content are compared as the same chunk: the
+    -- logged chunks holding a needed item are then fewer than the items found (NULL: one
+    -- chunk per found item, as without a rebuild)
+    CASE WHEN m.status = 'scored' AND cg.compared_items IS NOT NULL THEN
+        list_filter(list_transform(list_distinct(flatten(cg.compared_items)),
+                                   lambda c: m.chunk_ranks[list_position(m.chunk_ids, c)]),
+                    lambda r: r IS NOT NULL)
+    END AS relevant_places
 FROM score_matched($start, $end, $gold_version, $needs) m
 LEFT JOIN carried_goldens cg USING (gold_id, index_version);
 

@@ -176,6 +176,24 @@ def test_content_held_by_several_chunks_is_found_under_any_of_them(con, tmp_path
     assert recall_of(con, "new") == 1.0
 
 
+def test_two_gold_chunks_carried_to_one_chunk_make_one_relevant_chunk(con, tmp_path):
+    # a and b held the same content; the rebuilt index keeps it once, as a
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "a", "text": "same"},
+                                           {"chunk_id": "b", "text": "same"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "a", "text": "same"},
+                                           {"chunk_id": "z", "text": "other"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("new", ["a", "z"], ts=day(8), index_version="idx-2")])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    assert con.sql("SELECT k, recall, precision FROM recall_at_k WHERE k <= 3 ORDER BY k"
+                   ).fetchall() == [(1, 1.0, 1.0), (3, 1.0, 0.5)]
+    assert con.sql("SELECT recall, precision FROM request_scores").fetchall() == [(1.0, 0.5)]
+
+
 def test_rebuilds_chain_through_the_index_that_served_before(con, world, tmp_path):
     rebuild(con, "idx-2", world, LIVE)
     write_jsonl(tmp_path / "idx-3.jsonl", [{"chunk_id": "m-1", "text": "alpha"},

@@ -22,7 +22,8 @@ Optional, for a route that needs them (the shared part reads each with its defau
 - route_window column `relevant_places` (INTEGER[]): the place of each distinct logged chunk
   that holds at least one needed item; precision@c = those placed within min(c, k) / distinct
   chunks served there. Left out or NULL: the places of the found items, one chunk per item (the
-  ids route). The passages route gives it, since one chunk can cover several passages.
+  ids route, until a rebuild carries two gold chunks to one). The passages route gives it,
+  since one chunk can cover several passages.
 - attribute `whole_context` (bool, default False): the route reads each request's served
   context only as a whole (claims). It then measures a request only at the cutoffs whose top
   min(c, k) takes in every served chunk: below them recall_at_k has no row (not measured, never
