@@ -90,3 +90,15 @@ def test_a_gold_set_with_no_golden_is_refused_not_made_the_newest(con, tmp_path,
         ingest_gold(con, str(tmp_path / "gold.jsonl"), "v2")
     assert con.sql("SELECT gold_version FROM gold_versions").fetchall() == [("v1",)]
     assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
+
+
+def test_a_blank_gold_passage_is_quarantined_not_counted_as_needed(con, tmp_path):
+    path = write_jsonl(tmp_path / "gold.jsonl", [
+        {"gold_id": "g-1", "question": "q1", "gold_passages": ["hello world", ""]},
+        {"gold_id": "g-2", "question": "q2", "gold_passages": ["  "]},
+        {"gold_id": "g-3", "question": "q3", "gold_passages": ["hello world"]}])
+    ingest_gold(con, str(path), "v1")
+    assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
+        (1, "gold_passages has an empty or non-string item"),
+        (2, "gold_passages has an empty or non-string item")]
+    assert con.sql("SELECT gold_id FROM goldens").fetchall() == [("g-3",)]

@@ -186,8 +186,10 @@ def _as_list(value, field: str) -> tuple[list[str] | None, str | None]:
         return None, f"{field} is not a list"
     items = []
     for item in value:
+        # a blank passage is nothing to compare, yet would count as needed (and never found):
+        # refused as a blank gold chunk ID is; a blank claim is dropped (claims_from_gold.sql)
         as_text = _as_id(item) if field == "gold_chunk_ids" else (
-            item if isinstance(item, str) else None)
+            item if isinstance(item, str) and (field == "claims" or item.strip()) else None)
         if as_text is None:
             return None, f"{field} has an empty or non-string item"
         items.append(as_text)
