@@ -196,8 +196,13 @@ def _text(value: object, setting: str) -> str | None:
 
 def _url(value: object, setting: str) -> str:
     text = _text(value, setting)
-    parts = urllib.parse.urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname or re.search(r"\s", text):
+    try:
+        parts = urllib.parse.urlsplit(text)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port   # noqa: B018 - a port that is no number, or out of range, raises here
+    except ValueError:   # an unclosed IPv6 bracket, a port that is no number
+        usable = False
+    if not usable or re.search(r"\s", text):
         raise RecallwatchError(f"{setting} must be an http:// or https:// URL (its value is not "
                                "shown, as it may hold a token).")
     return text

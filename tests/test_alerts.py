@@ -435,6 +435,12 @@ def test_channels_from_file_reads_env_indirections(tmp_path):
     ({"RECALLWATCH_WEBHOOK_SECRET": SMTP_PASSWORD}, "RECALLWATCH_WEBHOOK_URL"),
     ({"RECALLWATCH_SLACK_WEBHOOK_URL": f"hooks.slack.com/{SMTP_PASSWORD}"},
      "RECALLWATCH_SLACK_WEBHOOK_URL"),
+    # urllib raises on these: an unclosed IPv6 bracket, a port that is no number
+    ({"RECALLWATCH_WEBHOOK_URL": f"http://[::1/{SMTP_PASSWORD}"}, "RECALLWATCH_WEBHOOK_URL"),
+    ({"RECALLWATCH_SLACK_WEBHOOK_URL": f"https://hooks.slack.com]/{SMTP_PASSWORD}"},
+     "RECALLWATCH_SLACK_WEBHOOK_URL"),
+    ({"RECALLWATCH_WEBHOOK_URL": f"http://example.com:99999/{SMTP_PASSWORD}"},
+     "RECALLWATCH_WEBHOOK_URL"),
     ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
       "RECALLWATCH_SMTP_PASSWORD": SMTP_PASSWORD}, "RECALLWATCH_SMTP_TO"),
     ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
