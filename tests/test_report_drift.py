@@ -93,7 +93,7 @@ def _all_slice_rows() -> list[dict]:
         if day == DAYS[-1]:
             full = {"decision": "insufficient", "delta": None, "delta_low": None,
                     "delta_high": None, "min_detectable_delta": 0.08,
-                    "n_needed": N_NEEDED_ALL}
+                    "n_needed": N_NEEDED_ALL, "method": "newcombe_cluster_wilson"}
         out.append(_drift_row(day, "all", "full_coverage_rate", **common, **full))
     return out
 
@@ -111,7 +111,8 @@ def _other_slice_rows() -> list[dict]:
         if day == DAYS[-1]:
             hostile = {"decision": "insufficient", "delta": None, "delta_low": None,
                        "delta_high": None, "min_detectable_delta": 0.31,
-                       "n_needed": N_NEEDED_PAYLOAD}
+                       "n_needed": N_NEEDED_PAYLOAD,
+                       "method": "e_detector_bernstein_cluster_t"}
         out.append(_drift_row(day, PAYLOAD, "mean_recall", n=3, **hostile))
     return out
 
@@ -322,14 +323,17 @@ def test_insufficient_windows_say_the_detectable_drop_and_requests_needed(sectio
     full = latest["all"]["cells"][2]
     assert (full["metric"], full["decision"]) == ("full_coverage_rate", "insufficient")
     assert "smallest drop it could detect is 0.080" in full["text"]
-    assert "about 1,200 requests" in full["text"]
+    # fixed: in one window; anytime: more requests pooled with those since the detector started
+    assert "a window would need about 1,200 requests" in full["text"]
     hostile = latest[PAYLOAD]["cells"][0]
-    assert hostile["decision"] == "insufficient" and "about 3,456 requests" in hostile["text"]
+    assert hostile["decision"] == "insufficient"
+    assert "about 3,456 more requests would do" in hostile["text"]
+    assert "a window would need" not in hostile["text"]
     assert latest["all"]["cells"][0]["decision"] == "stable"
     assert latest["all"]["cells"][1]["text"].endswith("episode ongoing")
 
     html = _drift_html(report[1])
-    assert "about 1,200 requests" in html and "about 3,456 requests" in html
+    assert "about 1,200 requests" in html and "about 3,456 more requests" in html
     assert len(re.findall(r'<tr class="latest-row', html)) == 2 + len(STABLE_SLICES) + 1
 
 

@@ -234,7 +234,10 @@ def _insufficient_text(row: dict) -> str:
     parts = [f"too few requests to decide (n={count(row['n'])})"]
     if row["min_detectable_delta"] is not None:
         parts.append(f"the smallest drop it could detect is {f3(row['min_detectable_delta'])}")
-    if row["n_needed"] is not None:
+    if row["n_needed"] is not None and str(row.get("method") or "").startswith("e_detector"):
+        # anytime: evidence pools over the windows since the detector started
+        parts.append(f"about {count(row['n_needed'])} more requests would do")
+    elif row["n_needed"] is not None:
         parts.append(f"a window would need about {count(row['n_needed'])} requests")
     return "; ".join(parts)
 
