@@ -14,6 +14,7 @@ import csv
 import functools
 import importlib.resources
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime
@@ -93,7 +94,7 @@ def config_from_json(text: str | None) -> dict:
     if text is None:
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise RecallwatchError(
             f"--config is not valid JSON ({exc.msg} at character {exc.pos}): give an object "
@@ -101,6 +102,13 @@ def config_from_json(text: str | None) -> dict:
     if not isinstance(value, dict):
         raise RecallwatchError("--config must be a JSON object such as '{\"lang\": \"de\"}'.")
     return value
+
+
+def _no_constant(name: str):
+    # Python's reader takes NaN and Infinity, which JSON has not: the scores written would
+    # carry them into a file no strict reader opens
+    raise RecallwatchError(f"--config is not valid JSON ({name} is not a JSON number): give "
+                           "an object such as '{\"lang\": \"de\"}'.")
 
 
 # ----------------------------------------------------------------------------------- scoring
@@ -314,11 +322,24 @@ def write_scores(path: str | Path, results: Iterable[Mapping]) -> None:
                                "a writable directory.") from None
 
 
+def _check_writable(path: str | Path) -> None:
+    target = Path(path)
+    parent = target.parent
+    problem = ("Is a directory" if target.is_dir()
+               else "No such directory" if not parent.is_dir()
+               else "Permission denied" if not os.access(parent, os.W_OK)
+               or (target.exists() and not os.access(target, os.W_OK)) else None)
+    if problem:
+        raise RecallwatchError(f"cannot write {path} ({problem}): choose a path in a writable "
+                               "directory.")
+
+
 def score_file(path: str | Path, out: str | Path, config: Mapping | None = None, *,
                client=None) -> list[dict]:
     """Score a dataset file (read_dataset) into a JSON Lines file; returns the results. The
     configuration is checked before the file is read."""
     validate_config(config)
+    _check_writable(out)   # before any judge call is paid for
     results = score_rows(read_dataset(path), config, client=client)
     write_scores(out, results)
     return results

@@ -238,3 +238,25 @@ def test_cli_errors_are_one_sentence(server, run_cli, tmp_path):
                            "--config", "{lang: de}")
     assert code == 2 and "--config is not valid JSON" in err
     assert server.calls == 0 and not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_config_with_a_number_json_has_not_is_refused(server, run_cli, tmp_path, constant):
+    good = write_jsonl(tmp_path / "good.jsonl", [row()])
+    code, _, err = run_cli("score-dataset", good, "--out", tmp_path / "out.jsonl",
+                           "--config", f'{{"max": {constant}}}')
+    assert code == 2 and f"{constant.lstrip('-')} is not a JSON number" in err
+    assert err.count("\n") == 1
+    assert server.calls == 0 and not (tmp_path / "out.jsonl").exists()
+
+
+def test_an_out_path_that_cannot_be_written_is_refused_before_any_judge_call(
+        server, run_cli, tmp_path):
+    good = write_jsonl(tmp_path / "good.jsonl", [row()])
+    taken = tmp_path / "a-directory"
+    taken.mkdir()
+    for out, problem in ((taken, "Is a directory"),
+                         (tmp_path / "missing" / "out.jsonl", "No such directory")):
+        code, _, err = run_cli("score-dataset", good, "--out", out)
+        assert code == 2 and f"cannot write {out} ({problem})" in err, err
+    assert server.calls == 0

@@ -333,6 +333,6 @@ def test_a_small_file_that_is_no_database_is_left_alone(tmp_path):
     """Only DuckDB's own cut-short headers are taken for a creation that was killed."""
     notes = tmp_path / "notes.txt"
     notes.write_text("not a warehouse\n")
-    with pytest.raises(RecallwatchError, match="cannot open warehouse"):
+    with pytest.raises(RecallwatchError, match="is not a DuckDB database"):
         connect(notes)
     assert notes.read_text() == "not a warehouse\n"
