@@ -8,10 +8,11 @@ UPDATE quarantine
 SET raw = left(p.raw, $raw_limit)
 FROM (
     SELECT line, to_json(t)::VARCHAR AS raw
+    -- file_row_number read as DuckDB's virtual column, which the row `r` does not hold
     FROM (SELECT CASE WHEN $line_column THEN (to_json(r) ->> 'line')::BIGINT
                       ELSE file_row_number + 1 END AS line,
                  r AS t
-          FROM read_parquet($path, file_row_number = true) r)
+          FROM read_parquet($path) r)
     WHERE line IN (
         SELECT line FROM quarantine WHERE kind = 'logs' AND source = $source AND raw IS NULL)
 ) p

@@ -358,6 +358,64 @@ def test_parquet_values_of_the_wrong_type_are_quarantined_not_stringified(
     assert con.sql("SELECT reason FROM quarantine").fetchall()[0][0].startswith(reason)
 
 
+def test_parquet_decimal_columns_load_as_the_numbers_they_hold(con, tmp_path):
+    # Spark and database exports write NUMBER columns as decimals: decimal(38,0) is a whole
+    # number, an ID and a k like any integer; a fractional decimal is no ID and no k
+    from decimal import Decimal
+
+    item = pa.struct([("chunk_id", pa.decimal128(38, 0)), ("rank", pa.decimal128(10, 0)),
+                      ("score", pa.decimal128(6, 3))])
+    pq.write_table(pa.table({
+        "request_id": pa.array([Decimal(1001), Decimal(1002), Decimal(1003)],
+                               pa.decimal128(38, 0)),
+        "timestamp": ["2026-11-01T10:00:00Z"] * 3,
+        "query": ["q"] * 3, "index_version": ["i"] * 3,
+        "k": pa.array([Decimal("2"), Decimal("2.00"), Decimal("2.50")], pa.decimal128(10, 2)),
+        "index_size": pa.array([Decimal(5000)] * 3, pa.decimal128(38, 0)),
+        "retrieved": pa.array([[{"chunk_id": Decimal(7), "rank": Decimal(1),
+                                 "score": Decimal("0.875")},
+                                {"chunk_id": Decimal(8), "rank": Decimal(2),
+                                 "score": Decimal("0.5")}]] * 3, pa.list_(item)),
+    }), tmp_path / "logs.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
+    assert (summary.loaded, summary.quarantined) == (2, 1)
+    assert con.sql("SELECT request_id, k, index_size, [(x.chunk_id, x.rank, x.score) FOR x IN "
+                   "retrieved] FROM requests ORDER BY 1").fetchall() == [
+        ("1001", 2, 5000, [("7", 1, 0.875), ("8", 2, 0.5)]),
+        ("1002", 2, 5000, [("7", 1, 0.875), ("8", 2, 0.5)])]
+    assert con.sql("SELECT reason FROM quarantine").fetchall()[0][0].startswith(
+        "k must be an integer of at least 1, got 2.5")
+    pq.write_table(pa.table({
+        "request_id": ["r-1"], "timestamp": ["2026-11-01T10:00:00Z"], "query": ["q"],
+        "index_version": ["i"],
+        "retrieved": pa.array([[{"chunk_id": Decimal("7.5")}]],
+                              pa.list_(pa.struct([("chunk_id", pa.decimal128(4, 1))])))}),
+        tmp_path / "fraction.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "fraction.parquet")])
+    assert (summary.loaded, summary.quarantined) == (0, 1)
+
+
+@pytest.mark.parametrize("extra", [None, "file_row_number"])
+def test_a_quarantined_parquet_row_shows_the_files_own_columns(con, tmp_path, extra):
+    # file_row_number is the name DuckDB gives a Parquet row's number: it is never shown as
+    # data, and a file exported with a column of that name (one recallwatch does not read)
+    # loads all the same
+    item = pa.struct([("chunk_id", pa.string())])
+    columns = {"request_id": ["r-1", "r-2"],
+               "timestamp": ["2026-11-01T10:00:00Z", "not a time"],
+               "query": ["q", "q"], "index_version": ["i", "i"],
+               "retrieved": pa.array([[{"chunk_id": "a"}]] * 2, pa.list_(item))}
+    if extra:
+        columns[extra] = [41, 42]
+    pq.write_table(pa.table(columns), tmp_path / "logs.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
+    assert (summary.loaded, summary.quarantined) == (1, 1)
+    ((line, raw, reason),) = con.sql("SELECT line, raw, reason FROM quarantine").fetchall()
+    assert (line, reason) == (2, "bad timestamp: not a time")
+    record = json.loads(raw)
+    assert record["request_id"] == "r-2" and "file_row_number" not in record
+
+
 def test_whole_floats_load_as_integers_in_json_lines_as_in_parquet(con, tmp_path):
     # pandas writes an integer column with a missing value as 4.0, in to_json as in to_parquet
     record = request("r-1", ["a", "b", "c", "d", "e"], k=4.0, index_size=182340.0, turn=2.0)

@@ -190,6 +190,30 @@ def _register_built_in() -> None:
 _BUILT_IN: tuple[str, ...] = ("pipeline.formats.openinference", "pipeline.formats.ragas")
 
 
+# DuckDB's name for a Parquet row's number, which ingest reads as the record's line; a column
+# of the file by that name would hide it.
+ROW_NUMBER = "file_row_number"
+
+
+def _has_row_number(path: Path) -> bool:
+    try:
+        return is_parquet(path) and ROW_NUMBER in pq.read_schema(path).names
+    except Exception:  # a broken file: ingest names it as one
+        return False
+
+
+def _without_row_number(path: Path, out: Path) -> Path:
+    """A copy of a native Parquet file without its column `file_row_number` (no field
+    recallwatch reads), row for row in the same order, written one row group at a time."""
+    source = pq.ParquetFile(path)
+    keep = [name for name in source.schema_arrow.names if name != ROW_NUMBER]
+    with pq.ParquetWriter(out, source.schema_arrow.remove(
+            source.schema_arrow.get_field_index(ROW_NUMBER))) as writer:
+        for group in range(source.num_row_groups):
+            writer.write_table(source.read_row_group(group, columns=keep))
+    return out
+
+
 @contextmanager
 def native_file(path: Path, options) -> Iterator[tuple[Path, str | None]]:
     """A fetched log file in the native format, for as long as the block runs: the file itself
@@ -197,6 +221,10 @@ def native_file(path: Path, options) -> Iterator[tuple[Path, str | None]]:
     whose `line` column holds each request's line in `path`. `options` is the source's
     pipeline.sources.ReadOptions (its `fmt` chooses; None detects)."""
     fmt = get_format(options.fmt or detect(path))
+    if fmt is None and _has_row_number(path):
+        with tempfile.TemporaryDirectory(prefix="recallwatch-format-") as scratch:
+            yield _without_row_number(path, Path(scratch) / "native.parquet"), None
+        return
     if fmt is None:
         yield path, None
         return

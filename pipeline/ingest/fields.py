@@ -27,13 +27,16 @@ def _text(arrow_type: pa.DataType) -> bool:
 
 
 def _integer(arrow_type: pa.DataType) -> bool:
-    return pa.types.is_integer(arrow_type)
+    # Spark and database exports write whole numbers as decimal(p, 0), read as their digits
+    return pa.types.is_integer(arrow_type) or (
+        pa.types.is_decimal(arrow_type) and arrow_type.scale == 0 and arrow_type.precision <= 38)
 
 
 def _number(arrow_type: pa.DataType) -> bool:
-    # pandas writes an integer column with a missing value as float64; validate_logs.sql
-    # still refuses a fractional value
-    return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+    # pandas writes an integer column with a missing value as float64, and a decimal may have
+    # a scale (2.00); validate_logs.sql still refuses a fractional value
+    return (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+            or pa.types.is_decimal(arrow_type))
 
 
 def _instant(arrow_type: pa.DataType) -> bool:
@@ -43,12 +46,14 @@ def _instant(arrow_type: pa.DataType) -> bool:
 
 
 def _id(arrow_type: pa.DataType) -> bool:
-    # as in JSON: text or a whole number; a float (7.0), a bool or bytes is not an ID
+    # as in JSON: text or a whole number (an integer or a decimal of scale 0); a float (7.0),
+    # a fractional decimal, a bool or bytes is not an ID
     return _text(arrow_type) or _integer(arrow_type)
 
 
 def _numeric(arrow_type: pa.DataType) -> bool:
-    return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+    return (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
+            or pa.types.is_decimal(arrow_type))
 
 
 def _object(arrow_type: pa.DataType) -> bool:
