@@ -29,11 +29,13 @@ WITH typed AS (
     SELECT
         r.*,
         -- ISO-8601 only: DuckDB also casts words such as 'infinity' and 'epoch', and offsets
-        -- beyond +-18:00 (no place on earth is that far from UTC)
+        -- beyond +-18:00 (no place on earth is that far from UTC). RFC 3339 allows a lower-case
+        -- t and z, which DuckDB's cast does not read: the text is cast in upper case.
         CASE WHEN regexp_full_match(
                  trim(r.logged.timestamp),
-                 '\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|z|[+-]((0\d|1[0-7])(:?[0-5]\d)?|18(:?00)?))?')
-             THEN try_cast(trim(r.logged.timestamp) AS TIMESTAMPTZ) AT TIME ZONE 'UTC' END AS ts,
+                 '\d{4}-\d{2}-\d{2}([Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?)?\s*(Z|z|[+-]((0\d|1[0-7])(:?[0-5]\d)?|18(:?00)?))?')
+             THEN try_cast(upper(trim(r.logged.timestamp)) AS TIMESTAMPTZ) AT TIME ZONE 'UTC'
+             END AS ts,
         try_cast(r.logged.index_size AS DOUBLE) AS index_size_num,
         try_cast(r.logged.k AS DOUBLE) AS k_num,
         try_cast(r.logged.turn AS DOUBLE) AS turn_num,

@@ -539,6 +539,16 @@ def test_parquet_from_pandas_loads_real_timestamps_and_whole_float_numbers(con, 
     assert ingest_logs(con, [str(tmp_path / "d.parquet")]).loaded == 1
 
 
+@pytest.mark.parametrize("ts", ["2026-11-01t10:00:00z", "2026-11-01T10:00:00z",
+                                "2026-11-01t10:00:00+01:00", "2026-11-01 09:00:00z"])
+def test_lower_case_t_and_z_are_read_as_rfc_3339_allows(con, tmp_path, ts):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"], ts=ts)])
+    assert ingest_logs(con, [str(tmp_path / "logs.jsonl")]).loaded == 1
+    expected = "2026-11-01 09:00:00" if ts.endswith(("+01:00", " 09:00:00z")) \
+        else "2026-11-01 10:00:00"
+    assert con.sql("SELECT timestamp::VARCHAR FROM requests").fetchall() == [(expected,)]
+
+
 @pytest.mark.parametrize("offset,loads", [("+18:00", True), ("-17:59", True),
                                           ("+18:30", False), ("+25:00", False)])
 def test_offsets_reach_at_most_18_hours(con, tmp_path, offset, loads):
