@@ -118,6 +118,14 @@ def rebaseline(warehouse: Warehouse, slice_: str, since: When) -> settings.Confi
     re-judges."""
     day = instant(since, "--from")
     with connect(warehouse, must_exist=True) as con:
+        known = [row[0] for row in con.execute(
+            "SELECT DISTINCT slice FROM window_metrics ORDER BY slice").fetchall()]
+        if slice_ != "*" and slice_ not in known:
+            shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+            raise RecallwatchError(
+                f"no slice {slice_!r} in window_metrics"
+                + (f" (its slices: {shown}, or '*' for all)" if known else
+                   " (it has none yet: run `recallwatch run` first)") + ".")
         current = settings.in_force(con).baseline_for(slice_)
         windows = current.windows if current.kind in ("first", "trailing") else 7
         config = settings.resolve(con, baselines={slice_: f"first:{windows}@{day.date()}"})

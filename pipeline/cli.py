@@ -277,6 +277,10 @@ def cmd_drift(args) -> None:
         return
     with _progress() as progress:
         summary = api.drift(args.warehouse, args.start, args.end, progress=progress)
+    if not summary.rows and summary.judged:
+        print(f"nothing to judge: none of the {summary.judged} window(s) with metrics starts "
+              "in the range given (a window starts at its day or hour; widen --start/--end).")
+        return
     if not summary.rows:
         print("nothing to judge: no window metrics yet (run `recallwatch aggregate` first).")
         return

@@ -88,6 +88,7 @@ class DriftSummary:
     opened: int
     resolved: int
     changed: bool
+    judged: int = 0   # windows (starts) judged, before keeping those of [start, end)
 
 
 @dataclass
@@ -182,6 +183,7 @@ def drift(con, config: Config | None = None, *, start: datetime | None = None,
         judge(run_script(con, "drift_windows", {"grain": grain}, as_arrow=True), config, grain,
               first_seen, progress=progress)
         for grain in config.grains])
+    judged = len(set(table.column("window_start").to_pylist()))
     if start is not None or end is not None:
         keep = [(start is None or s >= start) and (end is None or s < end)
                 for s in table.column("window_start").to_pylist()]
@@ -202,7 +204,7 @@ def drift(con, config: Config | None = None, *, start: datetime | None = None,
         con.unregister("drift_batch")
     states = table.column("state").to_pylist()
     return DriftSummary(table.num_rows, states.count("opened"), states.count("resolved"),
-                        changed)
+                        changed, judged)
 
 
 def built_with(config: Config, baseline: Baseline) -> str:

@@ -263,6 +263,14 @@ def test_drift_and_rebaseline_from_the_cli(run_cli, tmp_path):
     assert code == 0 and "(unchanged)" not in out
     code, out, err = run_cli("drift", "rebaseline", "--slice", "all")
     assert code == 2 and "--from" in err
+    # a slice the warehouse has not got is a typo, not a baseline kept for nothing
+    code, out, err = run_cli("drift", "rebaseline", "--slice", "al", "--from", "2026-11-05")
+    assert code == 2 and "no slice 'al'" in err and "all" in err
+    # a range holding no window's start says so, not that there are no metrics
+    code, out, _ = run_cli("drift", "--start", "2026-11-03T06:00", "--end", "2026-11-03T18:00")
+    assert code == 0 and "none of the 9 window(s)" in out and "no window metrics" not in out
+    code, out, _ = run_cli("drift", "--start", "2026-11-03", "--end", "2026-11-04")
+    assert code == 0 and "drift_events: 42 rows" in out   # one window: 1/9 of the 378
     code, out, _ = run_cli("config", "--drift-mode", "fixed", "--baseline", "*=trailing:3")
     assert code == 0 and "drift mode fixed" in out and "*=trailing:3" in out
     code, _, err = run_cli("config", "--baseline", "trailing:3")
