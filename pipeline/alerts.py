@@ -409,7 +409,8 @@ def slack_body(message: AlertMessage) -> bytes:
     text = f"*{_slack_escape(message.title)}*\n{_slack_escape(message.text)}"
     if len(text) > 3000:  # Slack's limit for a section's text
         text = text[:2999] + "…"
-    payload = {"text": message.title,
+    # the fallback text shows in notifications, where <!channel> would page everyone too
+    payload = {"text": _slack_escape(message.title),
                "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
     return json.dumps(payload).encode("utf-8")
 

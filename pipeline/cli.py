@@ -380,14 +380,18 @@ def cmd_alert(args) -> None:
         m = d.message
         why = (f" ({d.error}, {d.attempts} attempt(s) so far; the next `recallwatch alert` "
                "retries it)" if d.error else "")
-        print(f"{d.channel} {m.event} slice {m.slice} {m.metric} day "
-              f"{m.window_start:%Y-%m-%d}: {d.status}{why}")
+        print(f"{d.channel} {m.event} slice {m.slice} route {m.fields.get('route')} "
+              f"{m.metric}@{m.fields.get('k')} day {m.window_start:%Y-%m-%d}: {d.status}{why}")
     if args.dry_run:
         print(f"dry run: {len(summary.would_send)} message(s) would be sent, "
               f"{summary.skipped} already sent; nothing was sent or written.")
     else:
         print(f"alerts: {summary.sent} sent, {summary.failed} failed, "
               f"{summary.skipped} already sent.")
+        if summary.failed:   # a scheduler sees it; the failed ones are kept to be retried
+            raise RecallwatchError(
+                f"{summary.failed} alert(s) could not be delivered (see the lines above); the "
+                "next `recallwatch alert` retries them.")
 
 
 def cmd_run(args) -> None:

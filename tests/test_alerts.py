@@ -515,18 +515,23 @@ def test_the_cli_never_shows_or_stores_urls_tokens_or_passwords(
         return code
 
     assert run("alert", "--dry-run", "--report", REPORT) == 0
-    assert "webhook opened slice all mean_recall day 2026-11-08: would send" in outputs[-1].out
+    assert ("webhook opened slice all route ids mean_recall@10 day 2026-11-08: would send"
+            in outputs[-1].out)
     assert hook.received == []
     assert run("alert", "--report", REPORT) == 0
-    assert "email opened slice all mean_recall day 2026-11-08: sent" in outputs[-1].out
+    assert "email opened slice all route ids mean_recall@10 day 2026-11-08: sent" \
+        in outputs[-1].out
     assert smtp.logins == [("alerts", SMTP_PASSWORD)]
     hook.fail(1000)   # the webhook and Slack are down when the episode resolves
     with connect(path) as con:
         for number in range(OPENED_DAY + 1, RESOLVED_DAY + 1):
             insert_replay_day(con, number)
     monkeypatch.setattr("pipeline.alerts.time.sleep", lambda seconds: None)
-    assert run("alert") == 0
-    assert "webhook resolved slice all mean_recall day 2026-11-15: failed (HTTP 503" \
+    assert run("alert") == 2   # e-mail went; a scheduler sees the rest did not
+    assert "webhook resolved slice all route ids mean_recall@10 day 2026-11-15: failed (HTTP 503" \
+        in outputs[-1].out
+    assert "alert(s) could not be delivered" in outputs[-1].err
+    assert "email resolved slice all route ids mean_recall@10 day 2026-11-15: sent" \
         in outputs[-1].out
     assert run("alert", "test") == 2
     assert "webhook: test message failed (HTTP 503)" in outputs[-1].out
@@ -561,3 +566,15 @@ def test_the_cli_without_channels_says_what_to_set(tmp_path, monkeypatch, capsys
     assert cli.main(["--warehouse", str(path), "alert", "test"]) == 2
     err = capsys.readouterr().err
     assert "RECALLWATCH_WEBHOOK_URL" in err and "--channels FILE" in err
+
+
+def test_a_slice_written_as_slack_markup_stays_text_in_slack_and_its_notification(
+        warehouse, hook, smtp):
+    # a tag value comes from the logs: <!channel> must not page a whole Slack channel
+    for number in range(1, OPENED_DAY + 1):
+        insert_replay_day(warehouse, number, slice_="tag=<!channel>")
+    send_alerts(warehouse, CONFIG, [Channel("slack", url=hook.url("/services/T0/B0/xyz"))],
+                now=morning_after(OPENED_DAY), backoff=0.01)
+    [slack] = [json.loads(r.body) for r in hook.on("/services/T0/B0/xyz")]
+    for shown in (slack["text"], slack["blocks"][0]["text"]["text"]):
+        assert "slice tag=&lt;!channel&gt;" in shown and "<!channel>" not in shown
