@@ -455,7 +455,10 @@ def cmd_demo(args) -> None:
     from pipeline.routes.claims import configured_judge
     from pipeline.warehouse import warehouse_path
 
+    from pipeline.report import check_report_dir
+
     judge = configured_judge()   # None without both a model and a key: said in one line below
+    check_report_dir(args.out)   # before the world is written and the warehouse filled
     out = Path(args.dir)
     print(f"generating the demo world in {out} ...", flush=True)
     world = generate_demo_world(out, seed=args.seed)

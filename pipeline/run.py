@@ -50,6 +50,10 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
     Idempotent: a second run over the same inputs rescores nothing and changes nothing."""
     if gold and not gold_version:
         raise RecallwatchError("--gold needs --gold-version to name the gold-set version.")
+    if report_dir is not None:   # before the work, not after it
+        from pipeline.report import check_report_dir
+
+        check_report_dir(report_dir)
     if gold:
         ingest_gold(con, gold, gold_version)
     for path, version in index or []:

@@ -122,3 +122,25 @@ def test_demo_with_a_model_but_no_key_says_the_same_one_line(run_cli, tmp_path, 
     assert [line for line in out.splitlines() if "OPENAI_API_KEY" in line] == [
         "claims route: set RECALLWATCH_JUDGE_MODEL and OPENAI_API_KEY (and OPENAI_BASE_URL for "
         "another server) to score reference claims too"]
+
+
+def test_demo_loads_only_the_files_it_wrote_and_checks_out_before_any_work(
+        run_cli, warehouse, tmp_path, monkeypatch, small_world):
+    for name in JUDGE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    taken = tmp_path / "taken"
+    taken.write_text("a file where the report would go\n")
+    code, _, err = run_cli("demo", "--dir", tmp_path / "world", "--out", taken)
+    assert code == 2 and f"cannot write the report to {taken} (File exists)" in err
+    assert not (tmp_path / "world").exists() and not Path(warehouse).exists()
+    stray = tmp_path / "world" / "logs" / "dt=2026-10-01" / "mine.jsonl"
+    stray.parent.mkdir(parents=True)
+    stray.write_text('{"request_id": "x", "timestamp": "2026-10-01T10:00:00Z", "query": "q", '
+                     '"index_version": "idx-v1", "retrieved": []}\n')
+    code, _, err = demo(run_cli, tmp_path)
+    assert code == 0, err
+    with connect(warehouse, read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == DAYS * PER_DAY
+        sources = [row[0] for row in con.sql("SELECT source FROM ingest_files").fetchall()]
+    assert not [source for source in sources if "mine.jsonl" in source]
+    assert stray.exists()   # left alone, not loaded

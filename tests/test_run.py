@@ -48,6 +48,22 @@ def test_run_scores_only_windows_with_new_data(con, tmp_path):
     assert [d[0].date().isoformat() for d in days] == ["2026-11-01", "2026-11-03"]
 
 
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_a_report_directory_that_cannot_be_written_is_refused_before_any_work(
+        con, tmp_path, where):
+    from pipeline.errors import RecallwatchError
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    taken = tmp_path / "taken"
+    taken.write_text("not a directory\n")
+    out = taken if where == "a file" else taken / "reports"
+    with pytest.raises(RecallwatchError, match="cannot write the report to .*File exists"):
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1", report_dir=out)
+    assert con.sql("SELECT count(*) FROM ingest_files").fetchall() == [(0,)]
+
+
 def test_new_gold_version_rescores_every_window(con, tmp_path):
     write_jsonl(tmp_path / "gold1.jsonl", [golden("g-1", ["a", "b"])])
     write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"])])

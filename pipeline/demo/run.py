@@ -81,7 +81,9 @@ def run_demo(warehouse, world: DemoWorld, *, report_dir: str | Path, now: dateti
     with connect(warehouse) as con:
         put_in_force(con, resolve(con, routes=without_judge))
     summary = api.run(
-        warehouse, logs=[str(world.logs_dir)], gold=str(world.gold_path),
+        # the files written, not the folder: a file of another's left there is no demo data
+        warehouse, logs=[str(path) for path in world.log_files] or [str(world.logs_dir)],
+        gold=str(world.gold_path),
         gold_version=world.gold_version,
         index=[(str(path), version) for version, path in world.index_manifests.items()],
         report_dir=None if judge is not None else report_dir, progress=progress)

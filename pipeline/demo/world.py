@@ -34,6 +34,7 @@ class DemoWorld:
     n_requests: int  # log records written, bad ones included
     n_bad_records: int
     deleted_chunk_ids: tuple[str, ...]  # gold chunks missing from every index version
+    log_files: tuple[Path, ...] = ()  # the day files written, the only logs the demo loads
 
 
 def generate_demo_world(
@@ -83,6 +84,7 @@ def generate_demo_world(
         n_requests=days * requests_per_day + n_bad,
         n_bad_records=n_bad,
         deleted_chunk_ids=tuple(f"c-{n:06d}" for n in sorted(deleted)),
+        log_files=tuple(sorted(logs_dir.glob("dt=*/requests.*"))),
     )
 
 

@@ -27,8 +27,20 @@ from pipeline.routes import DEFAULT_ROUTE
 
 __all__ = [
     "Scope", "ScopeChoice", "default_gold_version", "default_k", "index_version_summary",
-    "resolve_scope", "write_report",
+    "check_report_dir", "resolve_scope", "write_report",
 ]
+
+
+def check_report_dir(out_dir: str | os.PathLike) -> None:
+    """Refuse an --out directory the report could not be written to, before the work that
+    leads to it: a file in its place or on its path, or a directory this user cannot write."""
+    target = Path(out_dir)
+    existing = next(p for p in (target, *target.parents) if p.exists() or p == p.parent)
+    problem = ("File exists" if not existing.is_dir()
+               else "Permission denied" if not os.access(existing, os.W_OK | os.X_OK) else None)
+    if problem:
+        raise RecallwatchError(f"cannot write the report to {out_dir} ({problem}); choose "
+                               "another --out directory.")
 
 
 def write_report(
