@@ -224,7 +224,7 @@ def cmd_score(args) -> None:
     for route in summary.routes:
         statuses = ", ".join(f"{k} {v}" for k, v in summary.by_status[route].items())
         print(f"scored {len(summary.windows)} day window(s) "
-              f"{summary.windows[0][0]:%Y-%m-%d}..{summary.windows[-1][1]:%Y-%m-%d} "
+              f"{_span(summary.windows[0][0], summary.windows[-1][1])} "
               f"against gold {summary.gold_version} (route {route}, cutoffs "
               f"{','.join(map(str, summary.cutoffs))}): {statuses or 'no requests'}")
     joined = summary.joined
@@ -252,6 +252,13 @@ def cmd_claims(args) -> None:
                   "`recallwatch score` over the days they were scored on to use them")
 
 
+def _span(start: datetime, end: datetime) -> str:
+    """start..end (end excluded) as days, or to the minute when one is not a midnight."""
+    whole = all(t.hour == t.minute == t.second == t.microsecond == 0 for t in (start, end))
+    shown = "%Y-%m-%d" if whole else "%Y-%m-%d %H:%M"
+    return f"{start.strftime(shown)}..{end.strftime(shown)}"
+
+
 def cmd_aggregate(args) -> None:
     from pipeline import api
 
@@ -262,7 +269,9 @@ def cmd_aggregate(args) -> None:
         print("nothing to aggregate: no requests in the warehouse.")
         return
     print(f"window_metrics: {summary.rows} rows by {summary.grain} "
-          f"for {summary.start:%Y-%m-%d %H:%M}..{summary.end:%Y-%m-%d %H:%M}")
+          f"for {summary.start:%Y-%m-%d %H:%M}..{summary.end:%Y-%m-%d %H:%M}"
+          + ("" if summary.rows else " (nothing is scored there yet: run `recallwatch score` "
+             "first, or `recallwatch run`)"))
 
 
 def cmd_drift(args) -> None:
@@ -282,7 +291,8 @@ def cmd_drift(args) -> None:
               "in the range given (a window starts at its day or hour; widen --start/--end).")
         return
     if not summary.rows:
-        print("nothing to judge: no window metrics yet (run `recallwatch aggregate` first).")
+        print("nothing to judge: no window metrics yet (run `recallwatch run`, or `score` "
+              "then `aggregate`, first).")
         return
     print(f"drift_events: {summary.rows} rows, {summary.opened} episode(s) opened, "
           f"{summary.resolved} resolved{'' if summary.changed else ' (unchanged)'}")
@@ -452,10 +462,9 @@ def cmd_demo(args) -> None:
 
     from pipeline.demo import generate_demo_world
     from pipeline.demo.run import run_demo
+    from pipeline.report import check_report_dir
     from pipeline.routes.claims import configured_judge
     from pipeline.warehouse import warehouse_path
-
-    from pipeline.report import check_report_dir
 
     judge = configured_judge()   # None without both a model and a key: said in one line below
     check_report_dir(args.out)   # before the world is written and the warehouse filled

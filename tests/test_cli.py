@@ -91,6 +91,23 @@ def test_score_without_gold_set_says_what_to_do(tmp_path, run_cli):
     code, _, err = run_cli("score")
     assert code == 2
     assert "recallwatch ingest gold" in err
+    # later steps say that nothing is scored, not to run the step just run
+    code, out, _ = run_cli("aggregate")
+    assert code == 0 and "0 rows" in out and "nothing is scored there yet" in out
+    code, out, _ = run_cli("drift")
+    assert code == 0 and "no window metrics yet" in out and "`score`" in out
+
+
+def test_a_score_of_part_of_a_day_shows_the_instants_it_covered(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [CLAIMS_GOLDEN])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["urban"], gold_id="g-bal",
+                                                  ts="2026-11-01T10:40:00Z")])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    code, out, _ = run_cli("score", "--start", "2026-11-01T10:30", "--end", "2026-11-01T11:30")
+    assert code == 0 and "2026-11-01 10:30..2026-11-01 11:30" in out, out
+    code, out, _ = run_cli("score", "--start", "2026-11-01", "--end", "2026-11-02")
+    assert code == 0 and "window(s) 2026-11-01..2026-11-02 " in out, out
 
 
 def test_export_unknown_table_and_format_are_clear_errors(tmp_path, run_cli):
