@@ -311,6 +311,39 @@ def test_line_column_names_the_rows_of_a_view(pg, uri, tmp_path):
             (42, "retrieved is not a list")]
 
 
+@pytest.mark.parametrize("keys", [(1, None), (1, 1)])
+def test_a_line_column_that_is_no_key_is_one_sentence(pg, uri, tmp_path, keys):
+    # a null line had no place in quarantine; a repeated one paired reasons with other rows
+    table = f"loose_{secrets.token_hex(3)}"
+    pg(f"CREATE TABLE {table} (n bigint, request_id text, ts timestamptz, query text, "
+       "index_version text, retrieved jsonb)")
+    pg(f"INSERT INTO {table} VALUES (%s, 'l-1', '2026-11-06 01:00Z', 'q', 'idx-1', '{{}}'), "
+       "(%s, 'l-2', '2026-11-06 02:00Z', 'q', 'idx-1', '{}')", keys)
+    with connect(tmp_path / "wh.duckdb") as con:
+        with pytest.raises(RecallwatchError, match=rf"{table}\?day=2026-11-06: 1 row\(s\) have "
+                                                   "a null or repeated n; --columns line="):
+            ingest_logs(con, [uri], options=options(table, columns="line=n,timestamp=ts"))
+        assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
+
+
+@pytest.mark.parametrize("timestamp", ["infinity", "-infinity", "12026-11-01 10:00+00",
+                                       "0044-03-15 10:00+00 BC", "1899-12-31 23:00+00"])
+def test_a_timestamp_no_request_has_is_quarantined_and_the_rest_loads(
+        pg, uri, tmp_path, timestamp):
+    table = f"odd_times_{secrets.token_hex(3)}"
+    pg(LOG_TABLE.format(name=table))
+    pg(f"INSERT INTO {table} (id, request_id, \"timestamp\", query, index_version, retrieved) "
+       "VALUES (1, 'ok', '2026-11-01 10:00+00', 'q', 'i', '[]'), "
+       "(2, 'odd', %s, 'q', 'i', '[]')", (timestamp,))
+    with connect(tmp_path / "wh.duckdb") as con:
+        summary = ingest_logs(con, [uri], options=options(table))
+        assert [f.source.rsplit("?", 1)[1] for f in summary.files] == [
+            "day=2026-11-01", "day=null"]
+        assert con.sql("SELECT request_id FROM requests").fetchall() == [("ok",)]
+        ((line, reason),) = con.sql("SELECT line, reason FROM quarantine").fetchall()
+        assert line == 2 and reason.startswith(("bad timestamp", "missing or null")), reason
+
+
 @pytest.fixture
 def no_reader(pg, pg_database):
     """A role that may connect but not read the table."""

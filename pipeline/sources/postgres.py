@@ -79,6 +79,7 @@ class TableRead:
     null_rows_sql: str   # the same for the rows without a timestamp
     days_sql: str        # SELECT DISTINCT day ... WHERE ts >= start AND ts < end
     all_days_sql: str    # the same, unbounded (and whether any row has no timestamp)
+    line_column: str | None = None   # --columns line=COLUMN: checked to be a key, day by day
 
     def connect(self):
         return _connect(self.uri, self.server, self.password)
@@ -118,21 +119,29 @@ class TableDay:
         """A checksum of the day's records computed by the server (count and two sums of
         per-record MD5 halves, independent of row order), and of the query that builds them."""
         sql, bounds = self._query()
+        # rows whose line is null or repeated: only a --columns line=COLUMN can have them
+        not_keyed = ("count(*) - count(DISTINCT line)" if self.table.line_column else "0")
         digest_sql = (
             "SELECT count(*), "
             "coalesce(sum(('x' || substr(h, 1, 15))::bit(60)::bigint), 0)::text, "
-            "coalesce(sum(('x' || substr(h, 16, 15))::bit(60)::bigint), 0)::text "
-            f"FROM (SELECT md5(line::text || ':' || record) AS h FROM ({sql}) o) d")
+            "coalesce(sum(('x' || substr(h, 16, 15))::bit(60)::bigint), 0)::text, "
+            f"{not_keyed} "
+            f"FROM (SELECT line, md5(line::text || ':' || record) AS h FROM ({sql}) o) d")
         try:
             with self.table.connect() as con, con.cursor() as cur:
                 if bounds:
                     self.table.bind(cur, *bounds)
                 cur.execute(digest_sql)
-                count, first, second = cur.fetchone()
+                count, first, second, unkeyed = cur.fetchone()
         except RecallwatchError:
             raise
         except Exception as exc:  # the driver's errors: adbc_driver_manager.Error and kin
             raise self.table.failure(exc, "read it") from None
+        if unkeyed:   # quarantine would pair reasons with the wrong rows, or have no line
+            raise RecallwatchError(
+                f"{self.source}: {unkeyed} row(s) have a null or repeated "
+                f"{self.table.line_column}; --columns line=COLUMN must name a unique key that "
+                "is never null (or leave it out: rows are then numbered in key order).")
         identity = f"{sql}\n{count}:{first}:{second}"
         return "pg:" + hashlib.sha256(identity.encode()).hexdigest()
 
@@ -271,7 +280,8 @@ def _resolve(cur, uri: str, password: str | None, server: str,
         parameters=(oid,))
     key = cur.fetchall()
     columns = _columns(name, types, options.columns)
-    return TableRead(uri, password, server, name, *_queries(relation, types, columns, key))
+    return TableRead(uri, password, server, name, *_queries(relation, types, columns, key),
+                     line_column=columns.get(LINE))
 
 
 def _user(cur) -> str:
@@ -351,11 +361,15 @@ def _queries(relation: str, types: dict[str, str], columns: dict[str, str],
     # the bounds are cast to the column's own type, so an index on it serves the range
     start, end = (f"CAST(current_setting('{name}') AS {ts_type})" for name in BOUNDS)
     within = f"{ts} >= {start} AND {ts} < {end}"
+    # a day of a request's years; 'infinity', year 12026 or a BC date has none (no Python
+    # date holds some of them) and goes with the rows without a timestamp, quarantined
+    dated = (f"{ts} >= CAST('{fields.FIRST_YEAR}-01-01' AS {ts_type}) "
+             f"AND {ts} < CAST('{fields.LAST_YEAR}-01-01' AS {ts_type})")
     outer = "SELECT ({line})::bigint AS line, record FROM ({inner}) r"
-    return (outer.format(line=line, inner=f"{inner} WHERE {within}"),
-            outer.format(line=line, inner=f"{inner} WHERE {ts} IS NULL"),
-            f"SELECT DISTINCT {ts}::date FROM {relation} t WHERE {within}",
-            f"SELECT DISTINCT {ts}::date FROM {relation} t")
+    return (outer.format(line=line, inner=f"{inner} WHERE {within} AND {dated}"),
+            outer.format(line=line, inner=f"{inner} WHERE {ts} IS NULL OR NOT ({dated})"),
+            f"SELECT DISTINCT {ts}::date FROM {relation} t WHERE {within} AND {dated}",
+            f"SELECT DISTINCT CASE WHEN {dated} THEN {ts}::date END FROM {relation} t")
 
 
 def _days(cur, table: TableRead, options: ReadOptions) -> list[date | None]:
