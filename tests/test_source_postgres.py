@@ -311,6 +311,33 @@ def test_line_column_names_the_rows_of_a_view(pg, uri, tmp_path):
             (42, "retrieved is not a list")]
 
 
+def test_a_day_gone_from_the_table_is_read_again_by_an_interval_that_covers_it(
+        pg, uri, tmp_path):
+    table = f"moving_{secrets.token_hex(3)}"
+    pg(LOG_TABLE.format(name=table))
+    pg(f"INSERT INTO {table} (id, request_id, \"timestamp\", query, index_version, retrieved) "
+       "VALUES (1, 'p1', '2026-11-01 10:00+00', 'q', 'i', '[]'), "
+       "(2, 'p2', '2026-11-02 10:00+00', 'q', 'i', '[]')")
+    with connect(tmp_path / "wh.duckdb") as con:
+        ingest_logs(con, [uri], options=options(table))
+        pg(f"UPDATE {table} SET \"timestamp\" = '2026-11-05 10:00+00' WHERE id = 1")
+        ingest_logs(con, [uri], options=options(table))
+        # without an interval 11-01 is not listed: its copy of p1 stays, the moved one waits
+        assert con.sql("SELECT request_id, timestamp::DATE::VARCHAR FROM requests ORDER BY 1"
+                       ).fetchall() == [("p1", "2026-11-01"), ("p2", "2026-11-02")]
+        assert "conflicts with request_id p1" in con.sql(
+            "SELECT reason FROM quarantine").fetchall()[0][0]
+        ingest_logs(con, [uri], options=options(table, start=datetime(2026, 11, 1),
+                                                end=datetime(2026, 11, 2)))
+        assert con.sql("SELECT request_id FROM requests").fetchall() == [("p2",)]
+        # the moved copy loads when its own day is next read (marked: it no longer conflicts)
+        again = ingest_logs(con, [uri], options=options(table))
+        assert [f.skipped for f in again.files] == [True, False]
+        assert con.sql("SELECT request_id, timestamp::DATE::VARCHAR FROM requests ORDER BY 1"
+                       ).fetchall() == [("p1", "2026-11-05"), ("p2", "2026-11-02")]
+        assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
+
+
 @pytest.mark.parametrize("keys", [(1, None), (1, 1)])
 def test_a_line_column_that_is_no_key_is_one_sentence(pg, uri, tmp_path, keys):
     # a null line had no place in quarantine; a repeated one paired reasons with other rows
