@@ -368,6 +368,19 @@ def test_ragas_dataset_as_gold_set_and_logs_gives_ragas_id_based_recall(con, tmp
                    "WHERE query = 'nothing to compare?'").fetchall() == [("no_evidence",)]
 
 
+def test_ragas_logs_without_an_id_join_a_native_gold_set_by_question(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [
+        {"gold_id": f"g-{n}", "question": s["user_input"].upper(),
+         "gold_chunk_ids": s["reference_context_ids"]} for n, s in enumerate(SAMPLES[:2])])
+    write_jsonl(tmp_path / "eval.jsonl", ragas_dataset(SAMPLES[:2]))
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "native")
+    assert ingest_logs(con, [str(tmp_path / "eval.jsonl")]).loaded == 2
+    score(con, cutoffs=CUTOFFS)
+    assert con.sql("SELECT q.query, s.gold_id, s.recall FROM request_scores s JOIN requests q "
+                   "USING (request_id) ORDER BY 1").fetchall() == [
+        ("fee?", "g-1", 1.0), ("minimum balance?", "g-0", pytest.approx(2 / 3))]
+
+
 def test_ragas_csv_gold_set_reads_lists_as_pandas_writes_them(con, tmp_path):
     rows = ragas_dataset()
     pd.DataFrame(rows).to_csv(tmp_path / "eval.csv", index=False)

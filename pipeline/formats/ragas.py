@@ -13,7 +13,9 @@ conflicting duplicate).
 As logs (the format `ragas`): query = user_input, retrieved = retrieved_context_ids in order,
 each with its text from retrieved_contexts; a sample with texts but no IDs names each chunk by
 its content (`sha256:` and 16 hex digits), which the passages route can score but no gold ID
-matches. gold_id is the gold set's, so the same file joins itself. request_id is the
+matches. gold_id is the sample's id column, so the same file joins itself; without one the
+request joins its golden by its query text (the same file's too, or a native gold set's
+question). request_id is the
 `request_id`, `id` or `sample_id` column, else `ragas-<first 12 hex digits of the file's
 SHA-256>-<line>`, stable for the same content wherever it is read from. A log needs a time and
 an index version, which RAGAS has no column for: the file must have `timestamp` and
@@ -67,12 +69,16 @@ def is_sample(record: dict) -> bool:
     return USER_INPUT in record and "question" not in record
 
 
+def _given_gold_id(record: dict) -> str | None:
+    """The sample's id column, if it has one."""
+    return next((v for c in GOLD_ID_COLUMNS if (v := _id(record.get(c))) is not None), None)
+
+
 def gold_id(record: dict) -> str | None:
     """The sample's golden: its id column, else a hash of its user_input."""
-    for column in GOLD_ID_COLUMNS:
-        value = _id(record.get(column))
-        if value is not None:
-            return value
+    value = _given_gold_id(record)
+    if value is not None:
+        return value
     question = record.get(USER_INPUT)
     if not isinstance(question, str):
         return None
@@ -142,7 +148,9 @@ def _request(line: int, record: dict, columns: dict[str, str], digest: str) -> d
     row = {LINE_COLUMN: line, "request_id": request_id,
            "timestamp": _instant(record.get(columns["timestamp"])),
            "query": query if isinstance(query, str) else None,
-           "gold_id": gold_id(record),
+           # without an id column the request joins its golden by its query text, so a gold
+           # set of any format can serve it (the hash would match only a RAGAS gold set)
+           "gold_id": _given_gold_id(record),
            "index_version": _id(record.get(columns["index_version"])),
            "session_id": _id(record.get(columns["session_id"])),
            "response": record.get(RESPONSE) if isinstance(record.get(RESPONSE), str) else None}
