@@ -275,6 +275,8 @@ def read_dataset(path: str | Path) -> list[dict]:
             raise RecallwatchError(
                 f"{file}: not valid UTF-8 (byte {exc.start}); save the dataset as UTF-8.") \
                 from None
+        except csv.Error as exc:   # a field over the record size limit, ...
+            raise RecallwatchError(f"{file}: not a readable CSV file ({exc}).") from None
     else:
         rows = list(_json_rows(file))
     columns = set().union(*(row.keys() for row in rows)) if rows else set()

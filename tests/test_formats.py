@@ -394,6 +394,18 @@ def test_ragas_csv_gold_set_reads_lists_as_pandas_writes_them(con, tmp_path):
     assert ["7", "k9", "k2", "k3"] in [g[3] for g in by_version["csv"]]
 
 
+def test_a_ragas_csv_with_a_context_over_128_kib_loads_as_gold_and_as_logs(con, tmp_path):
+    # Python's csv module refuses a field over 128 KiB unless told otherwise
+    rows = ragas_dataset(SAMPLES[:2])
+    rows[0]["retrieved_contexts"][0] = "long " * 40_000
+    rows[0]["reference_contexts"][0] = "long " * 40_000
+    pd.DataFrame(rows).to_csv(tmp_path / "eval.csv", index=False)
+    assert ingest_gold(con, str(tmp_path / "eval.csv"), "v1").loaded == 2
+    assert ingest_logs(con, [str(tmp_path / "eval.csv")]).loaded == 2
+    assert con.sql("SELECT max(strlen(x.text)) FROM requests, unnest(retrieved) AS u(x)"
+                   ).fetchall() == [(200_000,)]
+
+
 def test_ragas_logs_without_a_timestamp_column_are_one_clear_error(run_cli, tmp_path):
     rows = [{k: v for k, v in r.items() if k != "timestamp"} for r in ragas_dataset()]
     write_jsonl(tmp_path / "eval.jsonl", rows)

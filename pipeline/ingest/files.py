@@ -6,6 +6,7 @@ content and options are unchanged is skipped and every file's counts reconcile
 
 from __future__ import annotations
 
+import csv
 import glob
 import gzip
 import hashlib
@@ -21,6 +22,9 @@ import numpy as np
 from pipeline.errors import RecallwatchError
 
 DEFAULT_MAX_RECORD_BYTES = 8 * 1024 * 1024
+# Python's csv module refuses a field over 128 KiB, which a passage or a retrieved context
+# can pass; a CSV field may be as large as a record.
+csv.field_size_limit(max(csv.field_size_limit(), DEFAULT_MAX_RECORD_BYTES))
 # The most of a bad record that quarantine keeps: enough to see what went wrong, bounded so a
 # huge line cannot bloat the warehouse. SQL files receive it as $raw_limit.
 RAW_LIMIT = 65536

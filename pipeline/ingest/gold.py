@@ -124,6 +124,9 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
             raise RecallwatchError(
                 f"{path}: not valid UTF-8 (byte {exc.start}); save the gold set as UTF-8."
             ) from None
+        except csv.Error as exc:   # a field over the record size limit, a NUL byte, ...
+            raise RecallwatchError(f"{path}: not a readable CSV file (line {reader.line_num}: "
+                                   f"{exc}).") from None
         for number, row in rows:
             yield number, row, None, json.dumps(row)
     else:
