@@ -406,6 +406,29 @@ def test_a_ragas_csv_with_a_context_over_128_kib_loads_as_gold_and_as_logs(con, 
                    ).fetchall() == [(200_000,)]
 
 
+def test_ragas_parquet_with_a_date_column_reads_its_days(con, tmp_path):
+    import datetime as dt
+
+    rows = ragas_dataset(SAMPLES[:2])
+    for row in rows:
+        row["timestamp"] = dt.date(2026, 11, 1)
+    pd.DataFrame(rows).to_parquet(tmp_path / "eval.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "eval.parquet")])
+    assert (summary.loaded, summary.quarantined) == (2, 0)
+    assert con.sql("SELECT DISTINCT timestamp FROM requests").fetchall() == [
+        (dt.datetime(2026, 11, 1),)]
+
+
+@pytest.mark.parametrize("mapping", ["request_id=id,timestamp=created_at", "bogus=x"])
+def test_columns_given_for_a_native_log_are_refused_not_ignored(run_cli, tmp_path, mapping):
+    write_jsonl(tmp_path / "logs.jsonl", [{
+        "id": "n1", "created_at": "2026-11-01T10:00:00Z", "query": "q", "index_version": "i",
+        "retrieved": [{"chunk_id": "c1"}]}])
+    code, _, err = run_cli("ingest", "logs", tmp_path / "logs.jsonl", "--columns", mapping)
+    assert code == 2 and f"--columns {mapping} does not apply to a log in the native" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_ragas_logs_without_a_timestamp_column_are_one_clear_error(run_cli, tmp_path):
     rows = [{k: v for k, v in r.items() if k != "timestamp"} for r in ragas_dataset()]
     write_jsonl(tmp_path / "eval.jsonl", rows)

@@ -221,6 +221,13 @@ def native_file(path: Path, options) -> Iterator[tuple[Path, str | None]]:
     whose `line` column holds each request's line in `path`. `options` is the source's
     pipeline.sources.ReadOptions (its `fmt` chooses; None detects)."""
     fmt = get_format(options.fmt or detect(path))
+    if fmt is None and getattr(options, "columns", ()):
+        # a mapping given and not used would load the file as if it had not been given
+        shown = ",".join(f"{name}={column}" for name, column in options.columns)
+        raise RecallwatchError(
+            f"{path}: --columns {shown} does not apply to a log in the native format, whose "
+            "fields are read under their own names; it maps the fields of a postgresql:// "
+            "table and of the ragas and openinference formats (--format).")
     if fmt is None and _has_row_number(path):
         with tempfile.TemporaryDirectory(prefix="recallwatch-format-") as scratch:
             yield _without_row_number(path, Path(scratch) / "native.parquet"), None

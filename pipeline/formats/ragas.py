@@ -30,7 +30,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -226,6 +226,8 @@ def _instant(value) -> str | None:
     if isinstance(value, datetime):
         value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
         return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(value, date):   # a date column, as in a native Parquet log: its midnight UTC
+        return value.isoformat()
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
