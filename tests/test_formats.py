@@ -287,6 +287,57 @@ def test_trace_without_retriever_and_bad_line_are_quarantined_not_dropped(con, t
     assert bad_line["problem"] == "line 6: invalid JSON"
 
 
+@pytest.mark.parametrize("bad", [
+    {"resourceSpans": [{"scopeSpans": [{"spans": [None]}]}]},
+    {"resourceSpans": "x"},
+    {"resourceSpans": [{"scopeSpans": ["x"]}]},
+    {"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": ["x"]}]}]}]},
+    {"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [
+        {"key": "a", "value": {"arrayValue": None}}]}]}]}]},
+    {"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": [
+        {"key": "a", "value": {"kvlistValue": "x"}}]}]}]}]},
+])
+def test_a_malformed_otlp_export_is_quarantined_and_the_good_lines_load(con, tmp_path, bad):
+    path = tmp_path / "traces.jsonl"
+    traced(OtlpJsonLines(path), CASES[:1])
+    good_lines = len(path.read_text().splitlines())
+    with open(path, "a") as fh:
+        fh.write(json.dumps(bad) + "\n")
+    summary = ingest_logs(con, [str(path)])
+    assert (summary.loaded, summary.quarantined) == (1, 1)
+    ((reason,),) = con.sql("SELECT reason FROM quarantine").fetchall()
+    assert reason.startswith(f"line {good_lines + 1}: not a well-formed OTLP trace export")
+
+
+@pytest.mark.parametrize("start", ["9" * 30, "NaN", "1e300"])
+def test_a_span_start_no_clock_holds_is_a_missing_timestamp_not_a_crash(con, tmp_path, start):
+    path = tmp_path / "traces.jsonl"
+    traced(OtlpJsonLines(path), CASES[:1])
+    lines = path.read_text().splitlines()
+    # every span of the trace gets the start: the root's is the request's timestamp
+    for i, line in enumerate(lines):
+        export = json.loads(line)
+        for span in export["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+            span["startTimeUnixNano"] = start if start.isdigit() else float(start)
+        lines[i] = json.dumps(export)
+    path.write_text("\n".join(lines) + "\n")
+    summary = ingest_logs(con, [str(path)])
+    assert (summary.loaded, summary.quarantined) == (0, 1)
+    assert con.sql("SELECT reason FROM quarantine").fetchall() == [
+        ("missing or null required field: timestamp",)]
+
+
+@pytest.mark.parametrize("start", [float("nan"), 1e300])
+def test_a_phoenix_row_starting_at_no_time_is_quarantined_not_a_crash(con, tmp_path, start):
+    exporter = InMemorySpanExporter()
+    traced(exporter, CASES[:1])
+    frame = phoenix_frame(exporter.get_finished_spans()).reset_index()
+    frame["start_time"] = start
+    frame.to_json(tmp_path / "spans.jsonl", orient="records", lines=True, date_format="iso")
+    summary = ingest_logs(con, [str(tmp_path / "spans.jsonl")])
+    assert (summary.loaded, summary.quarantined) == (0, 1)
+
+
 def test_columns_reads_index_version_from_another_attribute(con, tmp_path):
     path = tmp_path / "traces.jsonl"
     traced(OtlpJsonLines(path), CASES[:1])

@@ -307,14 +307,17 @@ def _instant(value) -> datetime | None:
             except ValueError:
                 return None
             return _instant(parsed)
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
         return None
-    for scale in (1e9, 1e6, 1e3):
-        if abs(value) >= scale * 1e8:    # past 1973 in this unit
-            seconds, rest = divmod(int(value), int(scale))
-            return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=seconds)
-                    + timedelta(microseconds=rest * 1e6 / scale))
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=value)
+    try:   # NaN is no time, and a number beyond year 9999 none Python holds: no start
+        for scale in (1e9, 1e6, 1e3):
+            if abs(value) >= scale * 1e8:    # past 1973 in this unit
+                seconds, rest = divmod(int(value), int(scale))
+                return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=seconds)
+                        + timedelta(microseconds=rest * 1e6 / scale))
+        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=value)
+    except (OverflowError, ValueError):
+        return None
 
 
 def _id(value) -> str | None:
@@ -421,7 +424,12 @@ def _json_spans(path: Path) -> Iterator[Span | Problem]:
             continue
         first = False
         if isinstance(record, dict) and record.keys() & OTLP_KEYS:
-            for span in _otlp_spans(record, number):
+            spans = _read_export(record, number)
+            if isinstance(spans, str):
+                number += 1
+                yield Problem(number, f"line {line}: {spans}", text)
+                continue
+            for span in spans:
                 number = span.number
                 yield span
         elif isinstance(record, dict) and record.keys() & set(TRACE_ID_COLUMNS):
@@ -445,10 +453,20 @@ def _json_document(path: Path) -> list[Span] | None:
     exports = document if isinstance(document, list) else [document]
     if not all(isinstance(e, dict) and e.keys() & OTLP_KEYS for e in exports):
         return None
-    spans: list[Span] = []
+    spans: list[Span | Problem] = []
     for export in exports:
-        spans += _otlp_spans(export, len(spans))
+        read = _read_export(export, len(spans))
+        spans += [Problem(len(spans) + 1, read, None)] if isinstance(read, str) else read
     return spans
+
+
+def _read_export(request: dict, number: int) -> list[Span] | str:
+    """The spans of one export, or why it is not a well-formed one (a list where an object
+    belongs, a null span): its record is quarantined with that reason."""
+    try:
+        return list(_otlp_spans(request, number))
+    except (AttributeError, TypeError, ValueError) as exc:
+        return f"not a well-formed OTLP trace export ({type(exc).__name__}: {exc})"
 
 
 def _get(record: dict, camel: str, snake: str, default=None):
