@@ -266,6 +266,18 @@ def test_otlp_document_file_loads_like_its_lines(con, tmp_path, native_outcome):
     assert result == replace_ids(expected, dict(zip(native_ids, trace_ids, strict=True)))
 
 
+@pytest.mark.parametrize("indent", [None, 2])
+def test_otlp_list_of_exports_is_told_from_its_content(con, tmp_path, native_outcome, indent):
+    lines = tmp_path / "traces.jsonl"
+    trace_ids = traced(OtlpJsonLines(lines), CASES)
+    exports = [json.loads(line) for line in lines.read_text().splitlines()]
+    (tmp_path / "traces.json").write_text(json.dumps(exports, indent=indent))
+    lines.unlink()
+    result = load_and_score(con, tmp_path, tmp_path / "traces.json")   # no --format
+    native_ids, expected = native_outcome
+    assert result == replace_ids(expected, dict(zip(native_ids, trace_ids, strict=True)))
+
+
 def test_trace_without_retriever_and_bad_line_are_quarantined_not_dropped(con, tmp_path):
     path = tmp_path / "traces.jsonl"
     trace_ids = traced(OtlpJsonLines(path), [CASES[0], NO_RETRIEVAL])

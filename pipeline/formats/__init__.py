@@ -98,7 +98,8 @@ def is_csv(path: Path) -> bool:
 
 def column_names(path: Path) -> tuple[frozenset[str], bool]:
     """The column names of a Parquet file, or the keys of the first JSON records of a JSON
-    Lines file (a whole-document `.json` file: its top-level keys); and whether any record
+    Lines file (a whole-document `.json` file: its top-level keys, or those of the objects of
+    a top-level list); and whether any record
     could be read at all."""
     if is_parquet(path):
         try:
@@ -139,6 +140,8 @@ def column_names(path: Path) -> tuple[frozenset[str], bool]:
                         doc = None
                     if isinstance(doc, dict):
                         return frozenset(doc), True
+                    if isinstance(doc, list) and doc and all(isinstance(d, dict) for d in doc):
+                        return frozenset().union(*doc), True   # a list of exports
     except (OSError, EOFError, UnicodeDecodeError):
         return frozenset(), False
     return frozenset(keys), parsed

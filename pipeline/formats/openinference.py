@@ -423,15 +423,20 @@ def _json_spans(path: Path) -> Iterator[Span | Problem]:
             yield Problem(number, f"line {line}: invalid JSON", text)
             continue
         first = False
-        if isinstance(record, dict) and record.keys() & OTLP_KEYS:
-            spans = _read_export(record, number)
-            if isinstance(spans, str):
-                number += 1
-                yield Problem(number, f"line {line}: {spans}", text)
-                continue
-            for span in spans:
-                number = span.number
-                yield span
+        exports = (record if isinstance(record, list) and record
+                   and all(isinstance(e, dict) and e.keys() & OTLP_KEYS for e in record)
+                   else [record] if isinstance(record, dict) and record.keys() & OTLP_KEYS
+                   else None)   # a line of one export, or of a list of them
+        if exports is not None:
+            for export in exports:
+                spans = _read_export(export, number)
+                if isinstance(spans, str):
+                    number += 1
+                    yield Problem(number, f"line {line}: {spans}", text)
+                    continue
+                for span in spans:
+                    number = span.number
+                    yield span
         elif isinstance(record, dict) and record.keys() & set(TRACE_ID_COLUMNS):
             number += 1
             yield _phoenix_span(number, record)
