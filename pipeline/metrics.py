@@ -189,7 +189,7 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> Path:
     half of one. The temporary name is hidden and does not end in .prom, which the collector
     would read."""
     target = Path(path)
-    if target.is_dir():
+    if target.is_dir() or str(path).endswith(("/", os.sep)):   # m.prom/ names a directory
         raise RecallwatchError(f"--out {target} is a directory: name the file to write, e.g. "
                                f"{target / 'recallwatch.prom'}.")
     tmp = None

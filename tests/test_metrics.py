@@ -247,6 +247,11 @@ def test_the_cli_writes_stdout_or_replaces_out_whole(small, tmp_path, capsysbina
     assert stat.S_IMODE(out.stat().st_mode) == 0o644          # readable by the collector
     assert cli.main(["--warehouse", str(small), "metrics", "--out", str(out.parent)]) == 2
     assert b"is a directory" in capsysbinary.readouterr().err
+    # a trailing slash names a directory, even one not there yet: no file of that name
+    assert cli.main(["--warehouse", str(small), "metrics", "--out",
+                     str(tmp_path / "new.prom") + "/"]) == 2
+    assert b"is a directory" in capsysbinary.readouterr().err
+    assert not (tmp_path / "new.prom").exists()
 
 
 def test_a_warehouse_without_metrics_exits_2_with_one_sentence(run_cli, tmp_path):
