@@ -528,6 +528,15 @@ def test_file_matching_no_format_is_one_error_naming_what_each_expects(run_cli, 
     assert "Give --format to choose one." in err
 
 
+def test_an_empty_csv_in_a_log_directory_is_read_as_empty_and_the_rest_loads(con, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a-empty.csv").write_bytes(b"")
+    write_jsonl(logs / "b.jsonl", ragas_dataset(SAMPLES[:2]))
+    summary = ingest_logs(con, [str(logs)])
+    assert [(f.read, f.loaded) for f in summary.files] == [(0, 0), (2, 2)]
+
+
 def test_format_option_overrides_detection(run_cli, tmp_path):
     # a request_id column does not hide a RAGAS dataset's own columns from detection
     rows = [{**r, "request_id": f"q-{n}"} for n, r in enumerate(ragas_dataset())]

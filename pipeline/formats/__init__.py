@@ -154,6 +154,8 @@ def detect(path: Path) -> str:
     _register_built_in()
     names, parsed = column_names(path)
     csv_file = is_csv(path)   # native logs are JSON Lines or Parquet, never CSV
+    if csv_file and not parsed and path.stat().st_size == 0:
+        return NATIVE   # an empty file holds no record in any format: read 0, as an empty .jsonl
     if not csv_file and (not parsed or names & NATIVE_LISTS):
         return NATIVE
     for fmt in _FORMATS.values():
