@@ -7,7 +7,9 @@
 UPDATE quarantine
 SET raw = left(p.raw, $raw_limit)
 FROM (
-    SELECT line, to_json(t)::VARCHAR AS raw
+    -- a converted file's record as its input gave it (column `input`), else the row itself
+    SELECT line, coalesce(CASE WHEN $line_column THEN to_json(t) ->> 'input' END,
+                          to_json(t)::VARCHAR) AS raw
     -- file_row_number read as DuckDB's virtual column, which the row `r` does not hold
     FROM (SELECT CASE WHEN $line_column THEN (to_json(r) ->> 'line')::BIGINT
                       ELSE file_row_number + 1 END AS line,

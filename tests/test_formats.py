@@ -290,13 +290,13 @@ def test_trace_without_retriever_and_bad_line_are_quarantined_not_dropped(con, t
     assert [r[1] for r in rows] == [
         "trace has no RETRIEVER span: nothing was retrieved to score",
         "line 6: invalid JSON"]
-    no_retriever, bad_line = (json.loads(r[2]) for r in rows)
+    no_retriever = json.loads(rows[0][2])   # a trace of many lines: its conversion
     assert no_retriever["request_id"] == trace_ids[1]
     assert no_retriever["problem"].startswith("trace has no RETRIEVER span")
     # one span a line: 3 of the first trace, 2 of the second (its root ends, and is exported,
-    # last), then the bad line; each quarantined at its line
+    # last), then the bad line; each quarantined at its line, the bad one as the file has it
     assert [r[0] for r in rows] == [5, 6]
-    assert bad_line["problem"] == "line 6: invalid JSON"
+    assert rows[1][2] == "{not json"
 
 
 @pytest.mark.parametrize("bad", [
@@ -510,8 +510,10 @@ def test_multi_turn_sample_is_quarantined(con, tmp_path):
     write_jsonl(tmp_path / "eval.jsonl", rows)
     summary = ingest_logs(con, [str(tmp_path / "eval.jsonl")])
     assert (summary.loaded, summary.quarantined) == (1, 1)
-    (raw,) = con.sql("SELECT raw FROM quarantine").fetchall()[0]
-    assert "multi-turn" in json.loads(raw)["problem"]
+    ((raw, reason),) = con.sql("SELECT raw, reason FROM quarantine").fetchall()
+    assert "multi-turn" in reason
+    # raw is the sample as the file holds it, not its conversion
+    assert json.loads(raw) == json.loads(json.dumps(rows[1]))
 
 
 # -------------------------------------------------------------------------------- detection

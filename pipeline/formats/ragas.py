@@ -125,8 +125,9 @@ def to_native(path: Path, out: Path, options) -> None:
         if record is None:
             rows.append({LINE_COLUMN: line, "problem": reason,
                          "input": raw[:RAW_LIMIT] if raw else None})
-        else:
-            rows.append(_request(line, record, columns, digest))
+        else:   # the sample as read is what quarantine shows, not its conversion
+            rows.append({**_request(line, record, columns, digest),
+                         "input": raw[:RAW_LIMIT] if raw else None})
     pq.write_table(pa.Table.from_pylist(rows, schema=NATIVE_SCHEMA), out)
 
 
