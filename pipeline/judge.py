@@ -419,6 +419,9 @@ def _complete(client, config: JudgeConfig, messages: list[dict], budget: _Budget
             return content, used, calls
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             last, wait_for = _retryable(exc, config, calls)
+        except _NOT_A_COMPLETION as exc:   # a 200 whose body is no completion: as a 5xx
+            last, wait_for = f"the judge endpoint's reply was not a chat completion " \
+                             f"({type(exc).__name__})", None
         finally:
             budget.settle(estimate, used)
         if attempt == config.max_retries:
@@ -452,6 +455,9 @@ async def _complete_async(client, config: JudgeConfig, messages: list[dict], bud
             return content, used, calls
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             last, wait_for = _retryable(exc, config, calls)
+        except _NOT_A_COMPLETION as exc:   # a 200 whose body is no completion: as a 5xx
+            last, wait_for = f"the judge endpoint's reply was not a chat completion " \
+                             f"({type(exc).__name__})", None
         finally:
             budget.settle(estimate, used)
         if attempt == config.max_retries:
@@ -472,8 +478,19 @@ def _chat_completion():
     return ChatCompletion
 
 
+class _NotACompletion(Exception):
+    """A 200 reply that is no chat completion (a proxy's HTML page, JSON cut short)."""
+
+
+# What reading a 200 reply raises when its body is no chat completion: JSON that does not
+# parse (ValueError, also bytes that are not UTF-8), or a body the client hands back as text.
+_NOT_A_COMPLETION = (ValueError, _NotACompletion)
+
+
 def _reply(response) -> tuple[str | None, int]:
     """(content, tokens used) of a completion; content None when the reply was cut off."""
+    if not hasattr(response, "choices") or not hasattr(response, "usage"):
+        raise _NotACompletion(type(response).__name__)
     usage = response.usage
     used = (usage.total_tokens or 0) if usage is not None else 0
     choice = response.choices[0] if response.choices else None

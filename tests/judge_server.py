@@ -33,7 +33,9 @@ class ChatRequest:
 @dataclass(frozen=True)
 class Fault:
     """kind: '429' (with Retry-After: retry_after seconds), '500', 'hang' (sleep `seconds`
-    before answering, past the client's timeout), 'malformed' (content that is not JSON)."""
+    before answering, past the client's timeout), 'malformed' (content that is not JSON);
+    with status 200, bodies that are no chat completion at all: 'cut body' (JSON cut short),
+    'html' (a proxy's page), 'bytes' (not UTF-8)."""
 
     kind: str
     retry_after: float | None = None
@@ -229,6 +231,17 @@ def _fault(handler: BaseHTTPRequestHandler, fault: Fault) -> None:
             "model": "judge", "choices": [{"index": 0, "finish_reason": "stop", "message": {
                 "role": "assistant", "content": '{"classifications": [{"statement": '}}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    bodies = {"cut body": (b'{"id": "x", "choices": [', "application/json"),
+              "html": (b"<html><body>502 Bad Gateway</body></html>", "text/html"),
+              "bytes": (b'{"id": "\xff\xfe"}', "application/json")}
+    if fault.kind in bodies:
+        data, kind = bodies[fault.kind]
+        handler.send_response(200)
+        handler.send_header("Content-Type", kind)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+        return None
     raise ValueError(f"unknown fault {fault.kind!r}")
 
 

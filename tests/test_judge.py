@@ -125,6 +125,17 @@ def test_persistent_5xx_fails_after_the_retries_never_a_guess():
     assert server.calls == 3 and "HTTP 500 on all 3 tries" in verdict.error
 
 
+@pytest.mark.parametrize("body", ["cut body", "html", "bytes"])
+def test_a_200_that_is_no_chat_completion_is_retried_then_failed_never_a_crash(body):
+    with JudgeServer(reply=script(Fault(body))) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "ok" and verdict.covered == 3 and server.calls == 2
+    with JudgeServer(reply=lambda request: Fault(body)) as server:
+        verdict = judge_claims(config(server, max_retries=1), CLAIMS, CONTEXTS)
+    assert verdict.status == "failed" and verdict.recall is None and server.calls == 2
+    assert "not a chat completion" in verdict.error
+
+
 def test_malformed_json_twice_fails():
     with JudgeServer(reply=script(Fault("malformed"), Fault("malformed"))) as server:
         verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
