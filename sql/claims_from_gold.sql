@@ -6,7 +6,8 @@
 
 INSERT INTO golden_claims
 WITH given AS (
-    SELECT g.gold_version, g.gold_id, list_filter(g.claims, lambda c: trim(c) <> '') AS claims
+    SELECT g.gold_version, g.gold_id,
+           list_filter(g.claims, lambda c: text_or_null(c) IS NOT NULL) AS claims
     FROM goldens g
     WHERE g.gold_version = $gold_version
       AND NOT EXISTS (SELECT 1 FROM golden_claims s

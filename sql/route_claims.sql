@@ -5,7 +5,8 @@
 -- Parameters: $start, $end (TIMESTAMP, UTC), $gold_version, $needs.
 -- The served context is the text of each distinct chunk placed within the served k (its best
 -- place over all steps, requests.chunk_ranks, as the ids route uses), in place order: the
--- logged `text`, else the manifest's text of that chunk in the request's index version
+-- logged `text` (unless blank), else the manifest's text of that chunk in the request's index
+-- version
 -- (index_chunks). A chunk with neither gives the judge nothing to read and is left out.
 
 CREATE OR REPLACE TEMP TABLE claims_matched AS
@@ -21,7 +22,7 @@ WITH logged AS (
 served AS (
     SELECT l.request_id, l.chunk.chunk_id AS chunk_id,
            min(l.chunk_ranks[list_position(l.chunk_ids, l.chunk.chunk_id)]) AS place,
-           min(coalesce(l.chunk.text, c.text)) AS text
+           min(coalesce(text_or_null(l.chunk.text), text_or_null(c.text))) AS text
     FROM logged l
     LEFT JOIN index_chunks c
            ON c.index_version = l.index_version AND c.chunk_id = l.chunk.chunk_id

@@ -8,9 +8,9 @@
 -- chunk is kept so precision can count the chunks that cover a passage: chunks of different
 -- retrieval steps share places).
 -- Parameters: $start, $end (TIMESTAMP, UTC), $gold_version, $needs.
--- A candidate's text is its logged `text`, else the manifest's text of that chunk_id in the
--- request's index version (index_chunks); a chunk with neither has nothing to compare and so
--- covers no passage. Its place is the chunk's best place over all steps (requests.chunk_ranks),
+-- A candidate's text is its logged `text` (unless blank), else the manifest's text of that
+-- chunk_id in the request's index version (index_chunks); a chunk with neither has nothing to
+-- compare and so covers no passage. Its place is the chunk's best place over all steps (requests.chunk_ranks),
 -- the same place the ids route uses.
 
 CREATE OR REPLACE TEMP TABLE passages_matched AS
@@ -34,10 +34,10 @@ SELECT DISTINCT
     l.request_id,
     l.chunk.chunk_id AS chunk_id,
     l.chunk_ranks[list_position(l.chunk_ids, l.chunk.chunk_id)] AS place,
-    coalesce(l.chunk.text, c.text) AS text
+    coalesce(text_or_null(l.chunk.text), text_or_null(c.text)) AS text
 FROM logged l
 LEFT JOIN index_chunks c
        ON c.index_version = l.index_version AND c.chunk_id = l.chunk.chunk_id
-WHERE coalesce(l.chunk.text, c.text) IS NOT NULL;
+WHERE coalesce(text_or_null(l.chunk.text), text_or_null(c.text)) IS NOT NULL;
 
 SELECT count(*) FROM passage_items;

@@ -406,3 +406,9 @@ ALTER TABLE score_windows ADD COLUMN IF NOT EXISTS route_inputs VARCHAR;
 CREATE OR REPLACE MACRO conflict_reason(request_id, source, line) AS
     'conflicts with request_id ' || request_id || ' already loaded from ' || source
     || ' line ' || line;
+
+-- A text that holds something, else NULL: blank ('', spaces, tabs, line breaks; the
+-- characters Python's str.strip() removes, which DuckDB's trim leaves) is no text. A chunk's
+-- blank logged text gives way to its manifest text; a blank claim is no claim.
+CREATE OR REPLACE MACRO text_or_null(t) AS
+    CASE WHEN regexp_full_match(t, '[\s\p{Z}\x{0B}\x{1C}-\x{1F}\x{85}]*') THEN NULL ELSE t END;

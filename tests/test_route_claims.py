@@ -206,6 +206,28 @@ def test_empty_retrieval_is_a_real_zero_and_no_reference_is_no_evidence(con, tmp
                          "r-none": ("no_evidence", None, None, None)}
 
 
+def test_blank_claims_and_blank_logged_texts_are_nothing_to_judge(con, tmp_path, use_judge):
+    # a claim of a tab or a line break is blank, as a space is; a blank logged text gives way
+    # to the manifest's, so the judge reads what was served
+    from pipeline.ingest import ingest_index
+
+    write_jsonl(tmp_path / "manifest.jsonl", [
+        {"index_version": "idx-1", "chunk_id": c["chunk_id"], "text": c["text"]}
+        for c in CHUNKS])
+    ingest_index(con, str(tmp_path / "manifest.jsonl"), "idx-1")
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "q?",
+                          "claims": [CLAIMS[0], "\n", "\t", " "]}],
+         [request("r-manifest", [{"chunk_id": c["chunk_id"]} for c in CHUNKS], gold_id="g-1"),
+          request("r-blank", [{"chunk_id": c["chunk_id"], "text": " \n"} for c in CHUNKS],
+                  gold_id="g-1")])
+    with JudgeServer() as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+    assert stored_claims(con, "v1") == {"g-1": (CLAIMS[0],)}
+    assert rows(con) == {"r-manifest": ("scored", 1, 1, 1.0), "r-blank": ("scored", 1, 1, 1.0)}
+    assert server.calls == 1   # one context: the manifest's texts for both
+
+
 def test_reference_is_split_once_stored_and_export_import_round_trip(con, tmp_path, use_judge):
     load(con, tmp_path, [{"gold_id": "g-1", "question": "q?", "reference": REFERENCE}],
          [request("r-1", CHUNKS[:2]), request("r-2", CHUNKS[2:])])

@@ -162,11 +162,15 @@ def test_chunk_text_comes_from_the_manifest_when_not_logged(con, tmp_path):
         request("r-logged", [chunk("a", "unrelated words entirely")]),
         # no text anywhere: covers nothing
         request("r-none", [chunk("q")]),
+        # a blank logged text is no text: the manifest's is read
+        request("r-empty", [chunk("a", "")]),
+        request("r-blank", [chunk("a", " \n\t ")]),
     ], manifest=manifest)
     got = scores(con)
     assert got["r-manifest"] == ("scored", 1, 1, 1.0)
     assert got["r-logged"] == ("scored", 1, 0, 0.0)
     assert got["r-none"] == ("scored", 1, 0, 0.0)
+    assert got["r-empty"] == got["r-blank"] == ("scored", 1, 1, 1.0)
 
 
 def test_recall_at_k_counts_a_passage_covered_at_rank_4_only_from_k_4(con, tmp_path):
