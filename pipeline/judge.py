@@ -141,6 +141,13 @@ class JudgeConfig:
             raise RecallwatchError(
                 "judge concurrency must be at least 1, timeout above 0 and max_retries at "
                 "least 0.")
+        if self.base_url:
+            _check_endpoint(self.base_url)
+        if self.api_key != self.api_key.strip() or not self.api_key.isascii():
+            # an HTTP header carries the key: a line break or a non-ASCII letter cannot go
+            raise RecallwatchError(
+                "OPENAI_API_KEY holds a space, a line break or a non-ASCII character: set it "
+                "to the key alone.")
 
     def __repr__(self) -> str:
         return (f"JudgeConfig(model={self.model!r}, base_url={_safe_url(self.base_url)!r}, "
@@ -174,6 +181,21 @@ class JudgeConfig:
             parts = urllib.parse.urlsplit(self.base_url)
             found += [parts.password or "", parts.query]
         return tuple(s for s in found if s)
+
+
+def _check_endpoint(url: str) -> None:
+    """Refuse an endpoint URL the client cannot use, without showing it (it may hold a
+    password): no http(s) scheme (user:pass@host reads as the scheme 'user'), no host, or a
+    port that is no port."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise RecallwatchError(
+            "OPENAI_BASE_URL must be an http:// or https:// URL with a host (and a port from 1 "
+            "to 65535 if one is given), e.g. http://127.0.0.1:8000/v1.")
 
 
 def _safe_url(url: str | None) -> str | None:

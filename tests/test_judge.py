@@ -291,6 +291,24 @@ def test_from_env_reads_model_endpoint_and_key():
         JudgeConfig.from_env(env, lang="es")
 
 
+@pytest.mark.parametrize("url", ["user:PASS-41c7@127.0.0.1:9/v1", "127.0.0.1:9/v1",
+                                 "http://user:PASS-41c7@127.0.0.1:abc/v1",
+                                 "http://127.0.0.1:99999/v1", "ftp://127.0.0.1/v1"])
+def test_an_endpoint_the_client_cannot_use_is_one_sentence_that_shows_no_password(url):
+    env = {"RECALLWATCH_JUDGE_MODEL": "gpt-x", "OPENAI_BASE_URL": url, "OPENAI_API_KEY": SECRET}
+    with pytest.raises(RecallwatchError, match="must be an http:// or https:// URL") as refused:
+        JudgeConfig.from_env(env)
+    assert "PASS-41c7" not in str(refused.value) and SECRET not in str(refused.value)
+
+
+@pytest.mark.parametrize("key", [SECRET + "\n", " " + SECRET, SECRET + "é"])
+def test_a_key_no_http_header_can_carry_is_one_sentence(key):
+    env = {"RECALLWATCH_JUDGE_MODEL": "gpt-x", "OPENAI_API_KEY": key}
+    with pytest.raises(RecallwatchError, match="OPENAI_API_KEY holds a space") as refused:
+        JudgeConfig.from_env(env)
+    assert SECRET not in str(refused.value)
+
+
 def test_the_api_key_appears_in_no_log_output_or_table(con, caplog, capsys):
     caplog.set_level(logging.DEBUG)
     faults = script(Fault("429", retry_after=0.05), Fault("500"), wrong_claims,
