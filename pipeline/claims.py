@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.errors import RecallwatchError
-from pipeline.judge import JudgeConfig, complete_json
+from pipeline.judge import Budget, JudgeConfig, complete_json, message_tokens
 from pipeline.warehouse import run_script, transaction
 
 SPLIT_PROMPT_VERSION = "v1"
@@ -75,13 +75,14 @@ def split_messages(config: JudgeConfig, reference: str) -> list[dict]:
             {"role": "user", "content": f"{_ANSWER_LABEL[config.lang]}:\n{reference}"}]
 
 
-def split_reference(config: JudgeConfig, reference: str, *, client=None
+def split_reference(config: JudgeConfig, reference: str, *, client=None,
+                    budget: Budget | None = None
                     ) -> tuple[tuple[str, ...] | None, int, int, str | None]:
     """The claims of one reference answer: (claims, tokens, calls, error). A reply that is not
     JSON with a non-empty list of non-empty strings gives claims None and the error, never a
-    guess."""
+    guess. `budget` bounds its tries (see complete_json)."""
     content, tokens, calls, error = complete_json(
-        config, split_messages(config, reference), SPLIT_FORMAT, client=client)
+        config, split_messages(config, reference), SPLIT_FORMAT, client=client, budget=budget)
     if content is None:
         return None, tokens, calls, error
     try:
@@ -114,19 +115,23 @@ def fix_claims(con, config: JudgeConfig | None, gold_version: str, gold_ids: Seq
     """Make sure every golden of `gold_ids` that has claims or a reference has its claims
     stored: the gold file's first (for the whole version, no call), then one judge call per
     reference still unsplit, each stored in its own transaction as it arrives so a run stopped
-    midway keeps them. At most max_calls calls are started (None: no limit); a dry run calls
-    nothing and counts the references it would split as skipped. Without a judge (config None)
-    the references stay unsplit (skipped)."""
+    midway keeps them. At most max_calls calls (retries included) are started and
+    config.max_tokens tokens spent (None: no limit): a reference whose split does not fit is
+    skipped. A dry run calls nothing and counts the references it would split as skipped.
+    Without a judge (config None) the references stay unsplit (skipped)."""
     params = {"gold_version": gold_version}
     with transaction(con):
         run_script(con, "claims_from_gold", params)
     fixed = ClaimsFixed()
     todo = run_script(con, "claims_to_split", {**params, "gold_ids": sorted(set(gold_ids))})
+    budget = Budget(max_calls, config.max_tokens if config is not None else None)
     for gold_id, reference in todo:
-        if config is None or dry_run or (max_calls is not None and fixed.calls >= max_calls):
+        if config is None or dry_run or not budget.has_room(
+                message_tokens(split_messages(config, reference))):
             fixed.skipped.add(gold_id)
             continue
-        claims, tokens, calls, error = split_reference(config, reference, client=client)
+        claims, tokens, calls, error = split_reference(config, reference, client=client,
+                                                       budget=budget)
         fixed.calls += calls
         fixed.tokens += tokens
         if claims is None:

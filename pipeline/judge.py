@@ -310,6 +310,16 @@ def estimate_tokens(config: JudgeConfig, claims: Sequence[str], contexts: Sequen
     return chars // 4 + REPLY_TOKENS_PER_CLAIM * len(claims)
 
 
+def message_tokens(messages: list[dict]) -> int:
+    """A rough cost of a call of other messages (a reference's split): characters / 4, and as
+    much again for the reply."""
+    return 2 * (sum(len(m["content"]) for m in messages) // 4)
+
+
+# The budget of a run's calls, for callers of complete_json.
+Budget, OutOfBudget = _Budget, _OutOfBudget
+
+
 def make_client(config: JudgeConfig):
     """A synchronous `openai` client for the endpoint (complete_json's callers share one across
     their threads); it never retries by itself (the judge does)."""
@@ -402,17 +412,20 @@ class _CallFailed(Exception):
 
 
 def complete_json(config: JudgeConfig, messages: list[dict], response_format: dict, *,
-                  client=None) -> tuple[str | None, int, int, str | None]:
+                  client=None, budget: _Budget | None = None
+                  ) -> tuple[str | None, int, int, str | None]:
     """One chat completion of another prompt (pipeline/claims.py splits a reference into
     claims with it) through a synchronous client (make_client), with the judge's retries and
     errors: (content, tokens, calls, error). content is None when the call failed for good or
     the reply was cut off; error then says why, without secrets. Raises RecallwatchError for a
-    problem of the configuration, as judge_claims does. It keeps no budget: the caller counts
-    the calls it allows."""
+    problem of the configuration, as judge_claims does. `budget` (a Budget, shared by the
+    caller's calls) bounds its tries: check `has_room(message_tokens(messages))` first, as a
+    first try without room raises OutOfBudget."""
     client = client if client is not None else make_client(config)
     try:
-        content, used, calls = _complete(client, config, messages, _Budget(None, None), 0,
-                                         response_format)
+        content, used, calls = _complete(client, config, messages,
+                                         budget if budget is not None else _Budget(None, None),
+                                         message_tokens(messages), response_format)
     except _CallFailed as exc:
         return None, exc.tokens, exc.calls, _scrub(str(exc), config)
     return content, used, calls, None if content is not None else "the reply was cut off"
@@ -431,13 +444,13 @@ def _complete(client, config: JudgeConfig, messages: list[dict], budget: _Budget
 
     calls, last = 0, "no attempt was made"
     for attempt in range(config.max_retries + 1):
-        budget.take(estimate)
+        _take(budget, estimate, calls, last)
         calls += 1
         used = 0
         try:
             response = client.chat.completions.create(
                 **_body(config, messages, response_format), timeout=config.timeout)
-            content, used = _reply(response)
+            content, used = _reply(response, estimate)
             return content, used, calls
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             last, wait_for = _retryable(exc, config, calls)
@@ -462,7 +475,7 @@ async def _complete_async(client, config: JudgeConfig, messages: list[dict], bud
 
     calls, last = 0, "no attempt was made"
     for attempt in range(config.max_retries + 1):
-        budget.take(estimate)
+        _take(budget, estimate, calls, last)
         calls += 1
         used = 0
         try:
@@ -473,7 +486,7 @@ async def _complete_async(client, config: JudgeConfig, messages: list[dict], bud
                 "/chat/completions", cast_to=_chat_completion(),
                 body=_body(config, messages, response_format),
                 options={"timeout": config.timeout})
-            content, used = _reply(response)
+            content, used = _reply(response, estimate)
             return content, used, calls
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             last, wait_for = _retryable(exc, config, calls)
@@ -486,6 +499,18 @@ async def _complete_async(client, config: JudgeConfig, messages: list[dict], bud
             break
         await asyncio.sleep(_delay(config, attempt, wait_for, last))
     raise _given_up(config, last, calls)
+
+
+def _take(budget: _Budget, estimate: int, calls: int, last: str) -> None:
+    """Reserve a try of a call; a retry the budget has no room for ends the call as failed,
+    keeping the tries already paid for (a first try that does not fit is skipped: nothing
+    was spent)."""
+    try:
+        budget.take(estimate)
+    except _OutOfBudget:
+        if not calls:
+            raise
+        raise _CallFailed(f"{last}; the budget left no room to try again", calls=calls) from None
 
 
 def _body(config: JudgeConfig, messages: list[dict], response_format: dict) -> dict:
@@ -509,12 +534,13 @@ class _NotACompletion(Exception):
 _NOT_A_COMPLETION = (ValueError, _NotACompletion)
 
 
-def _reply(response) -> tuple[str | None, int]:
-    """(content, tokens used) of a completion; content None when the reply was cut off."""
+def _reply(response, estimate: int) -> tuple[str | None, int]:
+    """(content, tokens used) of a completion; content None when the reply was cut off. A
+    server that does not say what it used is taken to have used the estimate."""
     if not hasattr(response, "choices") or not hasattr(response, "usage"):
         raise _NotACompletion(type(response).__name__)
     usage = response.usage
-    used = (usage.total_tokens or 0) if usage is not None else 0
+    used = usage.total_tokens if usage is not None and usage.total_tokens else estimate
     choice = response.choices[0] if response.choices else None
     if choice is not None and choice.finish_reason == "length":
         return None, used

@@ -97,11 +97,13 @@ def script(*steps: Reply | Fault, then: Reply = words_judge) -> Reply:
 class JudgeServer:
     """Start with `with JudgeServer(...) as server:`; point the client at `server.url`.
     latency: seconds every answer waits; api_key: when set, a request without
-    `Authorization: Bearer <api_key>` gets 401."""
+    `Authorization: Bearer <api_key>` gets 401; usage: False leaves `usage` out of replies,
+    as some servers do."""
 
     reply: Reply = words_judge
     latency: float = 0.0
     api_key: str | None = None
+    usage: bool = True
     log: list[dict] = field(default_factory=list)
     max_in_flight: int = 0
     _in_flight: int = 0
@@ -175,14 +177,17 @@ class JudgeServer:
             content = outcome if isinstance(outcome, str) else json.dumps(outcome)
             prompt_tokens = sum(len(m.get("content") or "") for m in request.messages) // 4
             completion_tokens = len(content) // 4
-            _send(handler, 200, {
+            body = {
                 "id": f"chatcmpl-{request.n}", "object": "chat.completion",
                 "created": int(time.time()), "model": request.model,
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": content}}],
                 "usage": {"prompt_tokens": prompt_tokens,
                           "completion_tokens": completion_tokens,
-                          "total_tokens": prompt_tokens + completion_tokens}})
+                          "total_tokens": prompt_tokens + completion_tokens}}
+            if not self.usage:
+                del body["usage"]
+            _send(handler, 200, body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a hang past its timeout)
         finally:

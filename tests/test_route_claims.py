@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from judge_server import WORKED_CLAIMS, Fault, JudgeServer, words_judge  # noqa: E402
+from judge_server import WORKED_CLAIMS, Fault, JudgeServer, script, words_judge  # noqa: E402
 
 from pipeline.aggregate import aggregate  # noqa: E402
 from pipeline.claims import export_claims, import_claims, stored_claims  # noqa: E402
@@ -166,6 +166,66 @@ def test_a_budget_stops_calls_and_a_rerun_makes_exactly_the_missing_ones(con, tm
         score(con, routes=("claims",))
     assert server.calls == 10
     assert {r[0] for r in rows(con).values()} == {"scored"}
+
+
+def test_splits_keep_to_the_token_budget_and_their_retries_to_the_call_budget(
+        con, tmp_path, use_judge):
+    goldens = [{"gold_id": f"g-{g}", "question": f"q {g}?", "reference": REFERENCE}
+               for g in range(3)]
+    records = [request(f"r-{g}", CHUNKS, gold_id=f"g-{g}") for g in range(3)]
+    load(con, tmp_path, goldens, records)
+    with JudgeServer(reply=splitting) as server:
+        use_judge(judge(server, max_tokens=1))   # no split fits
+        score(con, routes=("claims",))
+    assert server.calls == 0
+    assert {r[0] for r in rows(con).values()} == {"not_judged"}
+    with JudgeServer(reply=script(*[Fault("500")] * 5, then=splitting)) as server:
+        use_judge(judge(server, max_calls=1, max_retries=4))
+        score(con, routes=("claims",))
+    assert server.calls == 1   # the retries of the one split allowed are calls too
+    assert sorted(r[0] for r in rows(con).values()) == [
+        "judge_failed", "not_judged", "not_judged"]
+
+
+def test_a_retry_the_budget_has_no_room_for_is_a_paid_failure_not_a_skip(
+        con, tmp_path, use_judge, capsys):
+    example(con, tmp_path)
+    with JudgeServer(reply=script(Fault("500"))) as server:
+        use_judge(judge(server, max_calls=1), report=print)
+        score(con, routes=("claims",))
+    assert server.calls == 1
+    assert rows(con) == {"r-0": ("judge_failed", None, None, None)}
+    assert "made 1 call(s)" in capsys.readouterr().out
+
+
+def test_a_server_that_leaves_out_usage_is_charged_the_estimate(con, tmp_path, use_judge):
+    goldens = [{"gold_id": f"g-{g}", "question": f"q {g}?", "claims": [f"Fact {g} holds."]}
+               for g in range(10)]
+    records = [request(f"r-{g}", [{"chunk_id": f"c-{g}", "text": f"Fact {g} holds."}],
+                       gold_id=f"g-{g}") for g in range(10)]
+    load(con, tmp_path, goldens, records)
+    with JudgeServer(usage=False) as server:
+        use_judge(judge(server, max_tokens=500, concurrency=1))
+        score(con, routes=("claims",))
+    statuses = [r[0] for r in rows(con).values()]
+    assert 0 < server.calls < 10 and statuses.count("scored") == server.calls
+
+
+def test_run_max_calls_bounds_the_whole_run_over_days_with_gaps(run_cli, tmp_path, monkeypatch):
+    write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
+                                           "claims": CLAIMS}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r-{d}", [{"chunk_id": f"c-{d}", "text": f"context of day {d}"}],
+                ts=f"2026-11-{d:02d}T10:00:00Z", gold_id="g-1") for d in (1, 3, 5, 7)])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("config", "--routes", "ids,claims")
+    with JudgeServer() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        code, out, err = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--judge-model", "m",
+                                 "--max-calls", "1")
+        assert code == 0, err
+        assert server.calls == 1
 
 
 def test_judge_failures_are_counted_and_excluded_from_the_means(con, tmp_path, use_judge):

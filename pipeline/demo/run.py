@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import ClassVar
 
 from pipeline.demo.world import DemoWorld
 from pipeline.judge import JudgeConfig
@@ -59,6 +60,8 @@ class DemoClaimsRoute(ClaimsRoute):
     """The claims route as the demo scores it: its budget is per batch, and the demo scores
     each day as a batch. Days holding not_judged rows are not stale for it, so the catch-up
     after the sample does not judge the rest of the world in one unbounded batch."""
+
+    budget_per_batch: ClassVar[bool] = True
 
     def settle_statuses(self) -> tuple[str, ...]:
         return ()

@@ -36,15 +36,17 @@ rows when a judge is configured (`settle_statuses`), once per run, and the days 
 `recallwatch claims import` changed the claims of their gold set (`inputs_fingerprint`); the
 verdict cache makes only the missing or changed items cost calls.
 
-Budget: max_calls / max_tokens bound one scoring batch (one `score` call up to
-pipeline.score.BATCH_REQUESTS requests), splits first, then verdicts."""
+Budget: max_calls / max_tokens bound everything the route's judge does for the command that
+registered it (`score`, `run`: every batch and every stretch of stale days), splits first,
+then verdicts; a route with `budget_per_batch` (the demo's) bounds each scoring batch
+instead."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 
@@ -174,7 +176,11 @@ class ClaimsRoute:
     judge: JudgeConfig | None = None
     clock: Callable[[], datetime] = _utc_now
     report: Callable[[str], None] | None = None
+    # calls and tokens this route's judge spent so far: its max_calls / max_tokens bound them
+    # all, over every batch and stretch of days of the command that registered it
+    spent: list[int] = field(default_factory=lambda: [0, 0], compare=False, repr=False)
     whole_context: ClassVar[bool] = True
+    budget_per_batch: ClassVar[bool] = False
 
     def settle_statuses(self) -> tuple[str, ...]:
         """not_judged and judge_failed rows get a verdict by scoring again only when a judge is
@@ -191,12 +197,21 @@ class ClaimsRoute:
         say = self.report or log.warning
         if judge is None and rows:
             say(NO_JUDGE)
+        if judge is not None and not self.budget_per_batch:
+            calls, tokens = self.spent
+            judge = dataclasses.replace(
+                judge,
+                max_calls=None if judge.max_calls is None else max(judge.max_calls - calls, 0),
+                max_tokens=None if judge.max_tokens is None
+                else max(judge.max_tokens - tokens, 0))
         writer = con.cursor()   # its own transactions: verdicts outlive this window's
         try:
             outcomes, tally = judge_window(writer, judge, params["gold_version"], rows,
                                            now=self.clock())
         finally:
             writer.close()
+        self.spent[0] += tally.calls
+        self.spent[1] += tally.tokens
         if judge is not None and rows and self.report is not None:
             self.report(tally.line())
         table = pa.table({
