@@ -2,10 +2,15 @@
 -- files that conflict with requests this file delivered ("conflicts with request_id R already
 -- loaded from F line L", sql/load_logs.sql). sql/rejudge_conflicts.sql decides, once the file
 -- is loaded again, which of them must be judged again.
--- Grain: rejudge_candidate one row per such quarantined copy. Parameters: $source (the file).
+-- Grain: rejudge_candidate one row per such quarantined copy, with the digest of the request
+-- it conflicted with. Parameters: $source (the file).
 
 CREATE OR REPLACE TEMP TABLE rejudge_candidate AS
-SELECT q.source, q.reason
+SELECT q.source, q.reason,
+       -- what the copy conflicted with: if the file brings other contents at that line, the
+       -- copy may now be an identical re-delivery
+       record_digest(r.request_id, r.timestamp, r.query, r.gold_id, r.index_version,
+                     r.index_size, r.k, r.session_id, r.turn, r.tags, r.retrieved) AS digest
 FROM quarantine q
 JOIN requests r
   ON q.reason = conflict_reason(r.request_id, r.source, r.line)

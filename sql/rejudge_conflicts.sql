@@ -1,6 +1,7 @@
 -- rejudge_conflicts: after a changed log file was loaded again, the files holding a quarantined
 -- copy (rejudge_candidate, from sql/rejudge_candidates.sql) whose reason no longer holds: the
--- request it conflicted with is gone or now loaded from another line. Such a copy may be the
+-- request it conflicted with is gone, now loaded from another line, or loaded with other
+-- contents (which the copy may now equal). Such a copy may be the
 -- one to load, so each of those files is marked to be read again: its recorded content hash
 -- is cleared, which the next ingest of it treats as a change. A reason that still holds marks
 -- nothing, so files that conflict with each other settle.
@@ -11,7 +12,10 @@ SELECT DISTINCT c.source
 FROM rejudge_candidate c
 WHERE NOT EXISTS (
     SELECT 1 FROM requests r
-    WHERE c.reason = conflict_reason(r.request_id, r.source, r.line));
+    WHERE c.reason = conflict_reason(r.request_id, r.source, r.line)
+      AND c.digest = record_digest(r.request_id, r.timestamp, r.query, r.gold_id,
+                                   r.index_version, r.index_size, r.k, r.session_id, r.turn,
+                                   r.tags, r.retrieved));
 
 UPDATE ingest_files SET content_hash = ''
 WHERE kind = 'logs' AND source IN (SELECT source FROM rejudged_sources);

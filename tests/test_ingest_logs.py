@@ -462,6 +462,22 @@ def test_a_quarantined_conflicting_copy_loads_once_the_copy_it_conflicted_with_i
     assert snapshot(con) == before
 
 
+def test_a_conflicting_copy_loads_once_the_loaded_request_became_identical_to_it(
+        con, tmp_path):
+    f1, f2 = tmp_path / "f1.jsonl", tmp_path / "f2.jsonl"
+    write_jsonl(f1, [request("r1", ["a"])])
+    write_jsonl(f2, [request("r2", ["c"]), request("r1", ["b"])])
+    ingest_logs(con, [str(f1), str(f2)])
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(1,)]
+    write_jsonl(f1, [request("r1", ["b"])])   # same line, now what f2 holds
+    ingest_logs(con, [str(f1), str(f2)])
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
+    assert con.sql("SELECT request_id, list_sort(chunk_ids) FROM ranked_requests ORDER BY 1"
+                   ).fetchall() == [("r1", ["b"]), ("r2", ["c"])]
+    again = ingest_logs(con, [str(f1), str(f2)])
+    assert all(f.skipped for f in again.files)
+
+
 def test_files_that_conflict_with_each_other_are_judged_again_at_most_once(con, tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     write_jsonl(a, [request("r", ["a"]), request("x", ["a"])])
