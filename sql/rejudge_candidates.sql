@@ -9,8 +9,7 @@ CREATE OR REPLACE TEMP TABLE rejudge_candidate AS
 SELECT q.source, q.reason,
        -- what the copy conflicted with: if the file brings other contents at that line, the
        -- copy may now be an identical re-delivery
-       record_digest(r.request_id, r.timestamp, r.query, r.gold_id, r.index_version,
-                     r.index_size, r.k, r.session_id, r.turn, r.tags, r.retrieved) AS digest
+       md5(to_json(r)::VARCHAR) AS digest
 FROM quarantine q
 JOIN requests r
   ON q.reason = conflict_reason(r.request_id, r.source, r.line)

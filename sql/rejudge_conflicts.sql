@@ -13,9 +13,7 @@ FROM rejudge_candidate c
 WHERE NOT EXISTS (
     SELECT 1 FROM requests r
     WHERE c.reason = conflict_reason(r.request_id, r.source, r.line)
-      AND c.digest = record_digest(r.request_id, r.timestamp, r.query, r.gold_id,
-                                   r.index_version, r.index_size, r.k, r.session_id, r.turn,
-                                   r.tags, r.retrieved));
+      AND c.digest = md5(to_json(r)::VARCHAR));
 
 UPDATE ingest_files SET content_hash = ''
 WHERE kind = 'logs' AND source IN (SELECT source FROM rejudged_sources);
