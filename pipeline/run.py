@@ -67,7 +67,9 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
     if cutoffs is not None or pass_mark is not None:
         put_in_force(con, config)
     days: list[datetime] = []
-    if has_requests:
+    # scores left with no request (every request re-delivered away) are cleared as any
+    # day's are: scoring a day without requests removes its rows
+    if has_requests or con.execute("SELECT 1 FROM request_scores LIMIT 1").fetchall():
         for start, end in state.contiguous(state.stale_score_days(con, config)):
             scored = score(con, config, start=start, end=end, progress=progress)
             days.extend(w[0] for w in scored.windows)

@@ -64,6 +64,20 @@ def test_a_report_directory_that_cannot_be_written_is_refused_before_any_work(
     assert con.sql("SELECT count(*) FROM ingest_files").fetchall() == [(0,)]
 
 
+def test_every_request_re_delivered_away_leaves_what_a_fresh_build_has(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    logs = tmp_path / "logs.jsonl"
+    write_jsonl(logs, [request("r-1", ["a"], ts="2026-11-01T10:00:00Z"),
+                       request("r-2", ["b"], ts="2026-11-02T10:00:00Z")])
+    run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    assert con.sql("SELECT count(*) FROM window_metrics").fetchall()[0][0] > 0
+    logs.write_text("")   # the file now holds nothing
+    run(con, logs=[str(logs)])
+    for table in ("requests", "request_scores", "request_cutoffs", "window_metrics",
+                  "drift_events", "miss_causes"):
+        assert con.sql(f"SELECT count(*) FROM {table}").fetchall() == [(0,)], table
+
+
 def test_new_gold_version_rescores_every_window(con, tmp_path):
     write_jsonl(tmp_path / "gold1.jsonl", [golden("g-1", ["a", "b"])])
     write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"])])
