@@ -78,6 +78,28 @@ def test_every_request_re_delivered_away_leaves_what_a_fresh_build_has(con, tmp_
         assert con.sql(f"SELECT count(*) FROM {table}").fetchall() == [(0,)], table
 
 
+def test_a_route_or_grain_taken_out_of_force_leaves_what_a_fresh_build_has(tmp_path):
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"], gold_passages=["text a"])])
+    logs = tmp_path / "logs.jsonl"
+    write_jsonl(logs, [request(f"r-{d}", [{"chunk_id": "a", "text": "text a"}],
+                               ts=f"2026-11-0{d}T10:00:00Z") for d in (1, 2, 3)])
+    inputs = {"logs": [str(logs)], "gold": str(tmp_path / "gold.jsonl"), "gold_version": "v1"}
+    with connect(tmp_path / "changed.duckdb") as con:
+        keep_in_force(con, routes=("ids", "passages"), grains=("day", "hour"))
+        run(con, **inputs)
+        assert {r[0] for r in con.sql("SELECT DISTINCT route FROM request_scores").fetchall()
+                } == {"ids", "passages"}
+        keep_in_force(con, routes=("ids",), grains=("day",))
+        run(con)
+        changed = snapshot(con)
+    with connect(tmp_path / "fresh.duckdb") as con:
+        keep_in_force(con, routes=("ids",), grains=("day",))
+        run(con, **inputs)
+        assert snapshot(con) == changed
+
+
 def test_new_gold_version_rescores_every_window(con, tmp_path):
     write_jsonl(tmp_path / "gold1.jsonl", [golden("g-1", ["a", "b"])])
     write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"])])
