@@ -70,18 +70,26 @@ def ingest_gold(warehouse: Warehouse, path: str, version: str):
     again is a no-op (idempotent), other content under a loaded version is an error. See
     pipeline.ingest.gold."""
     from pipeline.ingest import ingest_gold as load
+    from pipeline.rebuild import carry_again
 
     with connect(warehouse) as con:
-        return load(con, path, version)
+        result = load(con, path, version)
+        if not result.skipped:   # its gold chunks are carried to each rebuilt index
+            carry_again(con)
+        return result
 
 
 def ingest_index(warehouse: Warehouse, path: str, version: str):
     """Replace the chunk manifest of one index version in one transaction (loading the same
     file again changes nothing). See pipeline.ingest.index."""
     from pipeline.ingest import ingest_index as load
+    from pipeline.rebuild import carry_again
 
     with connect(warehouse) as con:
-        return load(con, path, version)
+        result = load(con, path, version)
+        if not result.skipped:   # a rebuilt index's carried gold IDs follow the new content
+            carry_again(con)
+        return result
 
 
 def configure(warehouse: Warehouse, *, cutoffs: tuple[int, ...] | None = None,

@@ -101,6 +101,18 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
         days_rescored=tuple(rescored), days_aggregated=tuple(aggregated))
 
 
+def carry_again(con) -> None:
+    """Carry every gold set's chunks anew to each rebuilt index (in the order they went live,
+    as rebuilds chain through the index before): a manifest or gold set loaded since changes
+    what they match. The days it changes are found stale by the next scoring."""
+    rebuilt = con.execute("SELECT index_version, min(live_from) FROM carried_gold_ids "
+                          "GROUP BY index_version ORDER BY 2, 1").fetchall()
+    for index_version, live_from in rebuilt:
+        with transaction(con):
+            run_script(con, "carry_gold_ids", {"index_version": index_version,
+                                                "live_from": live_from})
+
+
 def _catch_up(con, index_version: str, live_from: datetime,
               progress: Progress | None) -> tuple[list[datetime], list[datetime]]:
     """Re-score the stale days the rebuild affects, re-aggregate them in every grain kept and

@@ -55,10 +55,12 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         from pipeline.report import check_report_dir
 
         check_report_dir(report_dir)
-    if gold:
-        ingest_gold(con, gold, gold_version)
-    for path, version in index or []:
-        ingest_index(con, path, version)
+    loaded = [ingest_gold(con, gold, gold_version)] if gold else []
+    loaded += [ingest_index(con, path, version) for path, version in index or []]
+    if any(not result.skipped for result in loaded):
+        from pipeline.rebuild import carry_again
+
+        carry_again(con)   # a rebuilt index's carried gold IDs follow the new content
     summary = ingest_logs(con, logs, progress=progress, options=read) if logs else None
     # everything is checked before anything is put in force
     config = resolve(con, cutoffs=cutoffs, pass_mark=pass_mark, gold_version=gold_version)

@@ -160,6 +160,23 @@ def test_carrying_to_a_new_gold_set_makes_its_days_stale(con, world, tmp_path):
     assert recall_of(con, "a-8-0") == 1.0
 
 
+def test_a_manifest_loaded_again_after_the_rebuild_is_carried_anew(con, world, tmp_path):
+    rebuild(con, "idx-2", world, LIVE)
+    assert recall_of(con, "a-8-3") == 0.0   # c-3's content is gone from the first manifest
+    corrected = tmp_path / "idx-2-corrected.jsonl"
+    write_jsonl(corrected, [*NEW_INDEX[:2], {"chunk_id": "c-3", "text": "gamma"}, NEW_INDEX[3]])
+    run(con, index=[(str(corrected), "idx-2")])
+    assert ("v1", "idx-2", "c-3", "c-3", "same_id", "idx-1") in carried(con)
+    assert recall_of(con, "a-8-3") == 1.0
+
+
+def test_a_gold_set_loaded_by_run_after_a_rebuild_is_carried_to_it(con, world, tmp_path):
+    rebuild(con, "idx-2", world, LIVE)
+    write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["c-1"])])
+    run(con, gold=str(tmp_path / "gold2.jsonl"), gold_version="v2")
+    assert recall_of(con, "a-8-0") == 1.0   # n-1 holds c-1's content: found
+
+
 def test_content_held_by_several_chunks_is_found_under_any_of_them(con, tmp_path):
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
     write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
