@@ -176,3 +176,28 @@ def test_run_after_any_single_command_matches_a_fresh_build(tmp_path, command, c
     assert built(caught_up) == built(fresh)
     with connect(caught_up, read_only=True) as con:
         assert con.sql("SELECT count(*) FROM request_scores").fetchall()[0][0] > 0
+
+
+def test_a_changed_day_inside_a_pinned_baseline_re_judges_the_windows_before_it(tmp_path):
+    # days 1-3 are judged against the baseline of days 3-5: day 4 emptied reaches them
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    logs = tmp_path / "logs"
+    for d in range(1, 5):
+        write_jsonl(logs / f"dt=2026-11-0{d}" / "p.jsonl", [
+            request(f"r{d}-{i}", ["a", "b"] if (d + i) % 3 else ["a"],
+                    ts=f"2026-11-0{d}T{10 + i}:00:00Z") for i in range(6)])
+    pinned = {"baselines": {"*": "dates:2026-11-03..2026-11-05"}, "drift_mode": "fixed"}
+    changed, fresh = tmp_path / "changed.duckdb", tmp_path / "fresh.duckdb"
+    with connect(changed) as con:
+        put_in_force(con, resolve(con, **pinned))
+        run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+        (logs / "dt=2026-11-04" / "p.jsonl").write_text("")   # the last day is gone
+        run(con, logs=[str(logs)])
+    with connect(fresh) as con:
+        put_in_force(con, resolve(con, **pinned))
+        run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    events = {}
+    for name, path in (("changed", changed), ("fresh", fresh)):
+        with connect(path, read_only=True) as con:
+            events[name] = rows(con, "drift_events")
+    assert events["changed"] == events["fresh"]
