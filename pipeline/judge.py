@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 
+from pipeline.endpoints import http_endpoint
 from pipeline.errors import RecallwatchError
 from pipeline.progress import Progress
 from pipeline.warehouse import normalize_text, run_script, transaction
@@ -187,12 +188,7 @@ def _check_endpoint(url: str) -> None:
     """Refuse an endpoint URL the client cannot use, without showing it (it may hold a
     password): no http(s) scheme (user:pass@host reads as the scheme 'user'), no host, or a
     port that is no port."""
-    parts = urllib.parse.urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+    if http_endpoint(url) is None:
         raise RecallwatchError(
             "OPENAI_BASE_URL must be an http:// or https:// URL with a host (and a port from 1 "
             "to 65535 if one is given), e.g. http://127.0.0.1:8000/v1.")

@@ -211,21 +211,30 @@ def test_a_server_that_leaves_out_usage_is_charged_the_estimate(con, tmp_path, u
     assert 0 < server.calls < 10 and statuses.count("scored") == server.calls
 
 
-def test_run_max_calls_bounds_the_whole_run_over_days_with_gaps(run_cli, tmp_path, monkeypatch):
-    write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
-                                           "claims": CLAIMS}])
-    write_jsonl(tmp_path / "logs.jsonl", [
-        request(f"r-{d}", [{"chunk_id": f"c-{d}", "text": f"context of day {d}"}],
-                ts=f"2026-11-{d:02d}T10:00:00Z", gold_id="g-1") for d in (1, 3, 5, 7)])
+def run_with_judge(run_cli, tmp_path, monkeypatch, golden: dict, records: list[dict],
+                   *options) -> tuple[JudgeServer, str]:
+    """`recallwatch run` over `records` with the ids and claims routes in force, judged by a
+    loopback server; returns the server and what run printed (its exit code checked)."""
+    write_jsonl(tmp_path / "gold.jsonl", [golden])
+    write_jsonl(tmp_path / "logs.jsonl", records)
     run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
     run_cli("config", "--routes", "ids,claims")
     with JudgeServer() as server:
         monkeypatch.setenv("OPENAI_API_KEY", SECRET)
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         code, out, err = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--judge-model", "m",
-                                 "--max-calls", "1")
-        assert code == 0, err
-        assert server.calls == 1
+                                 *options)
+    assert code == 0, err
+    return server, out
+
+
+def test_run_max_calls_bounds_the_whole_run_over_days_with_gaps(run_cli, tmp_path, monkeypatch):
+    server, _ = run_with_judge(
+        run_cli, tmp_path, monkeypatch, {"gold_id": "g-1", "question": "q?", "claims": CLAIMS},
+        [request(f"r-{d}", [{"chunk_id": f"c-{d}", "text": f"context of day {d}"}],
+                 ts=f"2026-11-{d:02d}T10:00:00Z", gold_id="g-1") for d in (1, 3, 5, 7)],
+        "--max-calls", "1")
+    assert server.calls == 1
 
 
 def test_judge_failures_are_counted_and_excluded_from_the_means(con, tmp_path, use_judge):
@@ -362,18 +371,11 @@ def test_cli_without_a_judge_skips_the_claims_route_with_one_line(run_cli, tmp_p
 
 
 def test_cli_run_judges_the_claims_route_in_force(run_cli, tmp_path, monkeypatch):
-    write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
-                                           "gold_chunk_ids": ["urban"], "claims": CLAIMS}])
-    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", CHUNKS)])
-    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
-    run_cli("config", "--routes", "ids,claims")
-    with JudgeServer() as server:
-        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-        code, out, err = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--judge-model", "m",
-                                 "--max-calls", "5", "--out", tmp_path / "report")
-        assert code == 0, err
-        assert server.calls == 1 and "made 1 call(s)" in out
+    server, out = run_with_judge(
+        run_cli, tmp_path, monkeypatch,
+        {"gold_id": "g-1", "question": "q?", "gold_chunk_ids": ["urban"], "claims": CLAIMS},
+        [request("r-1", CHUNKS)], "--max-calls", "5", "--out", tmp_path / "report")
+    assert server.calls == 1 and "made 1 call(s)" in out
     from pipeline.warehouse import connect
     with connect(tmp_path / "wh" / "recallwatch.duckdb") as wh:
         assert wh.sql("SELECT status, recall FROM request_scores WHERE route = 'claims'"

@@ -28,6 +28,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
+from pipeline.endpoints import http_endpoint
 from pipeline.errors import RecallwatchError
 from pipeline.sources import ReadOptions
 
@@ -292,15 +293,15 @@ def _store_from_environment(bucket: str) -> Store:
             region = _bucket_region(bucket)
         return Store(None, "https", region, ca_file,
                      "AWS_REGION (or AWS_ENDPOINT_URL for a store other than AWS S3)")
-    parts = urlsplit(url if "://" in url else f"https://{url}")
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+    given = url if "://" in url else f"https://{url}"
+    parts = http_endpoint(given)
+    if parts is None:
+        shown = urlsplit(given)
         raise RecallwatchError(
             f"{setting} must be http(s)://HOST[:PORT] of an S3-compatible store; got "
-            f"{parts.scheme}://{parts.hostname or ''}{'' if port is None else ':...'}.")
+            f"{shown.scheme}://{shown.hostname or ''}"
+            f"{':...' if ':' in shown.netloc.rpartition('@')[2] else ''}.")
+    port = parts.port
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     endpoint = f"{host}:{port}" if port else host
     return Store(endpoint, parts.scheme, region, ca_file, setting)
