@@ -658,8 +658,10 @@ def _judge_args(p) -> None:
                                          "endpoint from $OPENAI_BASE_URL)")
     p.add_argument("--lang", choices=("en", "de", "fr"),
                    help="language of the judge's prompts (default en)")
-    p.add_argument("--max-calls", type=_positive, help="judge calls this run may make")
-    p.add_argument("--max-tokens", type=_positive, help="judge tokens this run may spend")
+    p.add_argument("--max-calls", type=_positive,
+                   help="judge calls (retries included) this command may make, over all its days")
+    p.add_argument("--max-tokens", type=_positive,
+                   help="judge tokens this command may spend, over all its days")
 
 
 def _step_commands(sub, command) -> None:
