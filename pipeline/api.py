@@ -105,6 +105,9 @@ def configure(warehouse: Warehouse, *, cutoffs: tuple[int, ...] | None = None,
                                   **given)
         if cutoffs is not None or pass_mark is not None or grains is not None or given:
             settings.put_in_force(con, config)
+            from pipeline.state import retire
+
+            retire(con, config)   # rows of a route or grain taken out of force go
         return config
 
 

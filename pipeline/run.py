@@ -18,7 +18,6 @@ from pipeline.ingest import IngestSummary, ingest_gold, ingest_index, ingest_log
 from pipeline.progress import Progress
 from pipeline.score import score
 from pipeline.sources import ReadOptions
-from pipeline.warehouse import run_script, transaction
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,6 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         require_gold(config)
     if cutoffs is not None or pass_mark is not None:
         put_in_force(con, config)
-    _retire(con, config)
     days: list[datetime] = []
     # scores left with no request (every request re-delivered away) are cleared as any
     # day's are: scoring a day without requests removes its rows
@@ -99,15 +97,3 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
                            report=str(report.resolve()) if report else None, now=now)
     return RunSummary(summary, tuple(days), tuple(sorted(aggregated)), judged, report, sent)
 
-
-def _retire(con, config) -> None:
-    """Remove the rows of routes and grains taken out of force (sql/retire_settings.sql), when
-    the warehouse holds any: the small tables that name every route and grain tell."""
-    held = con.execute("SELECT DISTINCT route, NULL FROM score_windows UNION "
-                       "SELECT DISTINCT route, grain FROM window_metrics").fetchall()
-    if all(route in config.routes and (grain is None or grain in config.grains)
-           for route, grain in held):
-        return
-    with transaction(con):
-        run_script(con, "retire_settings", {"routes": list(config.routes),
-                                            "grains": list(config.grains)})

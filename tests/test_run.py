@@ -79,6 +79,7 @@ def test_every_request_re_delivered_away_leaves_what_a_fresh_build_has(con, tmp_
 
 
 def test_a_route_or_grain_taken_out_of_force_leaves_what_a_fresh_build_has(tmp_path):
+    from pipeline import api
     from pipeline.warehouse import connect
 
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"], gold_passages=["text a"])])
@@ -91,7 +92,8 @@ def test_a_route_or_grain_taken_out_of_force_leaves_what_a_fresh_build_has(tmp_p
         run(con, **inputs)
         assert {r[0] for r in con.sql("SELECT DISTINCT route FROM request_scores").fetchall()
                 } == {"ids", "passages"}
-        keep_in_force(con, routes=("ids",), grains=("day",))
+    api.configure(tmp_path / "changed.duckdb", routes=("ids",), grains=("day",))  # `config`
+    with connect(tmp_path / "changed.duckdb") as con:
         run(con)
         changed = snapshot(con)
     with connect(tmp_path / "fresh.duckdb") as con:
