@@ -35,6 +35,7 @@ from email.utils import format_datetime
 from pathlib import Path
 
 from pipeline.config import DEFAULT_ALPHA, Config
+from pipeline.endpoints import http_endpoint
 from pipeline.errors import RecallwatchError
 from pipeline.warehouse import run_script, sql, transaction
 
@@ -196,13 +197,7 @@ def _text(value: object, setting: str) -> str | None:
 
 def _url(value: object, setting: str) -> str:
     text = _text(value, setting)
-    try:
-        parts = urllib.parse.urlsplit(text)
-        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
-        parts.port   # noqa: B018 - a port that is no number, or out of range, raises here
-    except ValueError:   # an unclosed IPv6 bracket, a port that is no number
-        usable = False
-    if not usable or re.search(r"\s", text):
+    if http_endpoint(text) is None or re.search(r"\s", text):
         raise RecallwatchError(f"{setting} must be an http:// or https:// URL (its value is not "
                                "shown, as it may hold a token).")
     return text

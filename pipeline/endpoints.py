@@ -7,13 +7,15 @@ from urllib.parse import SplitResult, urlsplit
 
 
 def http_endpoint(url: str) -> SplitResult | None:
-    """The parts of an http:// or https:// URL with a host and, if given, a port from 1 to
-    65535; None for anything else (no scheme: user:pass@host reads as the scheme 'user')."""
-    parts = urlsplit(url)
+    """The parts of an http:// or https:// URL with a host and, if given, a port number urllib
+    reads; None for anything else (no scheme: user:pass@host reads as the scheme 'user'; an
+    unclosed IPv6 bracket; a port that is no number or out of range)."""
     try:
-        port_ok = parts.port is None or parts.port >= 0   # raises for no number, out of range
+        parts = urlsplit(url)
+        if parts.port is not None and parts.port < 0:   # .port raises for most bad ports
+            return None
     except ValueError:
         return None
-    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         return None
     return parts

@@ -190,8 +190,8 @@ def _check_endpoint(url: str) -> None:
     port that is no port."""
     if http_endpoint(url) is None:
         raise RecallwatchError(
-            "OPENAI_BASE_URL must be an http:// or https:// URL with a host (and a port from 1 "
-            "to 65535 if one is given), e.g. http://127.0.0.1:8000/v1.")
+            "OPENAI_BASE_URL must be an http:// or https:// URL with a host (and a port number "
+            "if one is given), e.g. http://127.0.0.1:8000/v1.")
 
 
 def _safe_url(url: str | None) -> str | None:
@@ -248,7 +248,7 @@ class _InvalidReply(Exception):
     """A reply that cannot be used (its message names the problem, without secrets)."""
 
 
-class _Budget:
+class Budget:
     """Calls and tokens of one run, shared by its concurrent calls. A call reserves its estimated
     tokens before it starts and settles them with the real usage after, so that no call starts
     that would take the run past max_calls or max_tokens."""
@@ -312,10 +312,6 @@ def message_tokens(messages: list[dict]) -> int:
     return 2 * (sum(len(m["content"]) for m in messages) // 4)
 
 
-# The budget of a run's calls, for callers of complete_json.
-Budget, OutOfBudget = _Budget, _OutOfBudget
-
-
 def make_client(config: JudgeConfig):
     """A synchronous `openai` client for the endpoint (complete_json's callers share one across
     their threads); it never retries by itself (the judge does)."""
@@ -335,7 +331,7 @@ def make_async_client(config: JudgeConfig):
 
 
 def judge_claims(config: JudgeConfig, claims: list[str], contexts: list[str], *,
-                 client=None, budget: _Budget | None = None) -> Verdict:
+                 client=None, budget: Budget | None = None) -> Verdict:
     """Judge every claim against the contexts in one call. A reply that is not JSON of the
     schema naming exactly the given claims in order (normalized text) is asked again once,
     then the verdict is `failed`. No claims: ok with nothing to judge; no contexts: every claim
@@ -364,9 +360,9 @@ def _without_call(claims: tuple[str, ...], contexts: Sequence[str]) -> Verdict:
 
 
 async def _judge_claims(config: JudgeConfig, claims: tuple[str, ...], contexts: list[str],
-                        client, budget: _Budget | None) -> Verdict:
+                        client, budget: Budget | None) -> Verdict:
     """judge_claims on the running event loop, for claims and contexts both non-empty."""
-    budget = budget if budget is not None else _Budget(None, None)
+    budget = budget if budget is not None else Budget(None, None)
     estimate = estimate_tokens(config, claims, contexts)
     messages = prompt_messages(config, claims, contexts)
     tokens = calls = 0
@@ -408,19 +404,19 @@ class _CallFailed(Exception):
 
 
 def complete_json(config: JudgeConfig, messages: list[dict], response_format: dict, *,
-                  client=None, budget: _Budget | None = None
+                  client=None, budget: Budget | None = None
                   ) -> tuple[str | None, int, int, str | None]:
     """One chat completion of another prompt (pipeline/claims.py splits a reference into
     claims with it) through a synchronous client (make_client), with the judge's retries and
     errors: (content, tokens, calls, error). content is None when the call failed for good or
     the reply was cut off; error then says why, without secrets. Raises RecallwatchError for a
-    problem of the configuration, as judge_claims does. `budget` (a Budget, shared by the
-    caller's calls) bounds its tries: check `has_room(message_tokens(messages))` first, as a
-    first try without room raises OutOfBudget."""
+    problem of the configuration, as judge_claims does. `budget`, shared by the caller's
+    calls, bounds its tries: check `budget.has_room(message_tokens(messages))` first (a first
+    try without room is not started and raises)."""
     client = client if client is not None else make_client(config)
     try:
         content, used, calls = _complete(client, config, messages,
-                                         budget if budget is not None else _Budget(None, None),
+                                         budget if budget is not None else Budget(None, None),
                                          message_tokens(messages), response_format)
     except _CallFailed as exc:
         return None, exc.tokens, exc.calls, _scrub(str(exc), config)
@@ -430,7 +426,7 @@ def complete_json(config: JudgeConfig, messages: list[dict], response_format: di
 # _complete and _complete_async are one loop, written twice because one waits with time.sleep
 # and the other with asyncio.sleep; what a reply or a failure means is decided once, below.
 
-def _complete(client, config: JudgeConfig, messages: list[dict], budget: _Budget,
+def _complete(client, config: JudgeConfig, messages: list[dict], budget: Budget,
               estimate: int, response_format: dict = RESPONSE_FORMAT
               ) -> tuple[str | None, int, int]:
     """One chat completion through a synchronous client, retried on 429 (honouring
@@ -461,7 +457,7 @@ def _complete(client, config: JudgeConfig, messages: list[dict], budget: _Budget
     raise _given_up(config, last, calls)
 
 
-async def _complete_async(client, config: JudgeConfig, messages: list[dict], budget: _Budget,
+async def _complete_async(client, config: JudgeConfig, messages: list[dict], budget: Budget,
                           estimate: int, response_format: dict = RESPONSE_FORMAT
                           ) -> tuple[str | None, int, int]:
     """_complete through an `openai.AsyncOpenAI` client, waiting without blocking the loop. The
@@ -497,7 +493,7 @@ async def _complete_async(client, config: JudgeConfig, messages: list[dict], bud
     raise _given_up(config, last, calls)
 
 
-def _take(budget: _Budget, estimate: int, calls: int, last: str) -> None:
+def _take(budget: Budget, estimate: int, calls: int, last: str) -> None:
     """Reserve a try of a call; a retry the budget has no room for ends the call as failed,
     keeping the tries already paid for (a first try that does not fit is skipped: nothing
     was spent)."""
@@ -755,7 +751,7 @@ def _call_all(config: JudgeConfig, todo: list[tuple[str, tuple[str, ...], tuple[
     items in turn and put on `answers` a (key, verdict) per item, the number of items the
     budget left without a call, or the error that stopped them; then _ALL_ANSWERED. They start
     no new item once no_new_calls is set (by them, or by the writer)."""
-    budget = _Budget(config.max_calls, config.max_tokens)
+    budget = Budget(config.max_calls, config.max_tokens)
     pending = iter(todo)
 
     async def take_turns(client) -> None:

@@ -86,9 +86,7 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
         raise RecallwatchError("--live-from must say when the rebuilt index went live "
                                "(e.g. 2026-11-08 or 2026-11-08T06:00).")
     loaded = ingest_index(con, manifest, index_version)
-    with transaction(con):
-        run_script(con, "carry_gold_ids", {"index_version": index_version,
-                                            "live_from": live_from})
+    _carry(con, index_version, live_from)
     rescored, aggregated = _catch_up(con, index_version, live_from, progress)
     counts = dict(con.execute(queries("rebuild_carried")["carried_counts"],
                               {"index_version": index_version}).fetchall())
@@ -108,9 +106,15 @@ def carry_again(con) -> None:
     rebuilt = con.execute("SELECT index_version, min(live_from) FROM carried_gold_ids "
                           "GROUP BY index_version ORDER BY 2, 1").fetchall()
     for index_version, live_from in rebuilt:
-        with transaction(con):
-            run_script(con, "carry_gold_ids", {"index_version": index_version,
-                                                "live_from": live_from})
+        _carry(con, index_version, live_from)
+
+
+def _carry(con, index_version: str, live_from: datetime) -> None:
+    """Carry every gold set's chunks to `index_version` (sql/carry_gold_ids.sql), in one
+    transaction."""
+    with transaction(con):
+        run_script(con, "carry_gold_ids", {"index_version": index_version,
+                                            "live_from": live_from})
 
 
 def _catch_up(con, index_version: str, live_from: datetime,

@@ -96,4 +96,3 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         sent = send_alerts(con, config, alert_channels,
                            report=str(report.resolve()) if report else None, now=now)
     return RunSummary(summary, tuple(days), tuple(sorted(aggregated)), judged, report, sent)
-

@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from pipeline.config import GRAINS, Config
 from pipeline.errors import RecallwatchError
 from pipeline.routes import get_route
-from pipeline.warehouse import run_script, sql
+from pipeline.warehouse import run_script, sql, transaction
 
 ONE_DAY = timedelta(days=1)
 
@@ -233,15 +233,11 @@ def contiguous(days: list[datetime]) -> list[Window]:
     return ranges
 
 
-# ------------------------------------------------------------------------------------ drift
-
 def retire(con, config: Config) -> None:
     """Remove the rows of routes and grains `config` no longer keeps (sql/retire_settings.sql),
     when the warehouse holds any: the small tables that name every route and grain tell. Called
     when settings are changed (`config`), so the next `run` leaves what a fresh build with them
     would."""
-    from pipeline.warehouse import transaction
-
     held = con.execute("SELECT DISTINCT route, NULL FROM score_windows UNION "
                        "SELECT DISTINCT route, grain FROM window_metrics").fetchall()
     if all(route in config.routes and (grain is None or grain in config.grains)
@@ -251,6 +247,8 @@ def retire(con, config: Config) -> None:
         run_script(con, "retire_settings", {"routes": list(config.routes),
                                             "grains": list(config.grains)})
 
+
+# ------------------------------------------------------------------------------------ drift
 
 def stale_drift(con, config: Config) -> bool:
     """Whether drift_events lags window_metrics: a window of a grain kept has metrics but no

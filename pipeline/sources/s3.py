@@ -296,11 +296,14 @@ def _store_from_environment(bucket: str) -> Store:
     given = url if "://" in url else f"https://{url}"
     parts = http_endpoint(given)
     if parts is None:
-        shown = urlsplit(given)
+        try:
+            shown = urlsplit(given)
+            got = (f"{shown.scheme}://{shown.hostname or ''}"
+                   f"{':...' if ':' in shown.netloc.rpartition('@')[2] else ''}")
+        except ValueError:   # an unclosed IPv6 bracket
+            got = "a URL that does not parse"
         raise RecallwatchError(
-            f"{setting} must be http(s)://HOST[:PORT] of an S3-compatible store; got "
-            f"{shown.scheme}://{shown.hostname or ''}"
-            f"{':...' if ':' in shown.netloc.rpartition('@')[2] else ''}.")
+            f"{setting} must be http(s)://HOST[:PORT] of an S3-compatible store; got {got}.")
     port = parts.port
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     endpoint = f"{host}:{port}" if port else host
