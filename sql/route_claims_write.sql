@@ -3,8 +3,8 @@
 -- Grain: route_window one row per request of the window (see pipeline/routes).
 -- Parameters: none. Reads claims_matched (sql/route_claims.sql) and
 -- claim_outcomes(request_id, status, claims, attributed), registered from Arrow by
--- pipeline/routes/claims.py: status 'scored', 'judge_failed' or 'not_judged' per scored
--- request of score_matched.
+-- pipeline/routes/claims.py: status 'scored', 'judge_failed', 'not_judged', 'no_evidence'
+-- or 'no_context_text' per scored request of score_matched.
 -- The judge reads the whole served context at once, so an attributed claim's place is the
 -- served k (covered at every cutoff from k on) and a claim not attributed has none.
 

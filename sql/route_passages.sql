@@ -11,10 +11,30 @@
 -- A candidate's text is its logged `text` (unless blank), else the manifest's text of that
 -- chunk_id in the request's index version (index_chunks); a chunk with neither has nothing to
 -- compare and so covers no passage. Its place is the chunk's best place over all steps (requests.chunk_ranks),
--- the same place the ids route uses.
+-- the same place the ids route uses. A request whose served chunks (placed within k) all have
+-- no text gets status 'no_context_text': what was served is unknown, not empty, so it is not
+-- measured (counted, excluded from means, never 0). A request served nothing is a real 0.
 
 CREATE OR REPLACE TEMP TABLE passages_matched AS
 SELECT * FROM score_matched($start, $end, $gold_version, $needs);
+
+UPDATE passages_matched SET status = 'no_context_text'
+WHERE request_id IN (
+    WITH served AS (
+        SELECT m.request_id, m.index_version, unnest(r.retrieved) AS chunk,
+               m.k, m.chunk_ids, m.chunk_ranks
+        FROM passages_matched m
+        JOIN requests r USING (request_id)
+        WHERE m.status = 'scored'
+    )
+    SELECT s.request_id
+    FROM served s
+    LEFT JOIN index_chunks c
+           ON c.index_version = s.index_version AND c.chunk_id = s.chunk.chunk_id
+    WHERE s.chunk_ranks[list_position(s.chunk_ids, s.chunk.chunk_id)] <= s.k
+    GROUP BY s.request_id
+    HAVING count(coalesce(text_or_null(s.chunk.text), text_or_null(c.text))) = 0
+);
 
 CREATE OR REPLACE TEMP TABLE passage_items AS
 SELECT request_id, generate_subscripts(gold_passages, 1) AS passage_no,

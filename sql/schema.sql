@@ -119,7 +119,8 @@ CREATE TABLE IF NOT EXISTS request_scores (
     precision     DOUBLE,               -- served chunks holding a needed item / distinct served;
                                         -- NULL if none served, or on claims (no chunk holds a
                                         -- claim: the judge reads the context whole)
-    status        VARCHAR   NOT NULL    -- scored | no_gold_match | no_evidence (claims also
+    status        VARCHAR   NOT NULL    -- scored | no_gold_match | no_evidence (passages and
+                                        -- claims also no_context_text, claims also
                                         -- judge_failed | not_judged)
 );
 

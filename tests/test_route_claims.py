@@ -275,6 +275,32 @@ def test_empty_retrieval_is_a_real_zero_and_no_reference_is_no_evidence(con, tmp
                          "r-none": ("no_evidence", None, None, None)}
 
 
+def test_served_chunks_without_any_text_are_not_a_zero_and_cost_no_call(con, tmp_path,
+                                                                        use_judge):
+    # the retriever served chunks, but neither the log nor a manifest holds their text: what
+    # was served is unknown, not empty, so the request is not measured (never a 0); a request
+    # whose served chunks have some text is judged on those
+    goldens = [{"gold_id": "g-1", "question": "q1?", "reference": REFERENCE},
+               {"gold_id": "g-2", "question": "q2?", "claims": CLAIMS}]
+    unread = [{"chunk_id": c["chunk_id"]} for c in CHUNKS]
+    load(con, tmp_path, goldens, [
+        request("r-unread", unread, gold_id="g-1"),
+        request("r-some", [*unread[:2], CHUNKS[2]], gold_id="g-2"),
+        request("r-empty", [], gold_id="g-2")])
+    with JudgeServer(reply=splitting) as server:
+        use_judge(judge(server))
+        summary = score(con, routes=("claims",))
+    # g-1's reference is not split: no request of it has a context to judge
+    assert server.calls == 1
+    got = rows(con)
+    assert got["r-unread"] == ("no_context_text", None, None, None)
+    assert got["r-some"][0] == "scored" and got["r-some"][1] == 4
+    assert got["r-empty"] == ("scored", 4, 0, 0.0)
+    assert summary.by_status["claims"] == {"no_context_text": 1, "scored": 2}
+    assert con.execute("SELECT count(*) FROM recall_at_k WHERE request_id = 'r-unread'"
+                       ).fetchall() == [(0,)]
+
+
 def test_blank_claims_and_blank_logged_texts_are_nothing_to_judge(con, tmp_path, use_judge):
     # a claim of a tab or a line break is blank, as a space is; a blank logged text gives way
     # to the manifest's, so the judge reads what was served

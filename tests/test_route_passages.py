@@ -160,8 +160,10 @@ def test_chunk_text_comes_from_the_manifest_when_not_logged(con, tmp_path):
         request("r-manifest", [chunk("a")]),
         # a logged text wins over the manifest's
         request("r-logged", [chunk("a", "unrelated words entirely")]),
-        # no text anywhere: covers nothing
+        # no text anywhere: nothing served can be compared, so the request is not measured
         request("r-none", [chunk("q")]),
+        # one served chunk with a text is compared; the one without covers nothing
+        request("r-part", [chunk("q"), chunk("x", "unrelated words entirely")]),
         # a blank logged text is no text: the manifest's is read
         request("r-empty", [chunk("a", "")]),
         request("r-blank", [chunk("a", " \n\t ")]),
@@ -169,7 +171,11 @@ def test_chunk_text_comes_from_the_manifest_when_not_logged(con, tmp_path):
     got = scores(con)
     assert got["r-manifest"] == ("scored", 1, 1, 1.0)
     assert got["r-logged"] == ("scored", 1, 0, 0.0)
-    assert got["r-none"] == ("scored", 1, 0, 0.0)
+    assert got["r-none"] == ("no_context_text", None, None, None)
+    assert got["r-part"] == ("scored", 1, 0, 0.0)
+    assert con.execute("SELECT count(*) FROM miss_causes WHERE request_id = 'r-none' "
+                       "AND route = 'passages'"
+                       ).fetchall() == [(0,)]
     assert got["r-empty"] == got["r-blank"] == ("scored", 1, 1, 1.0)
 
 

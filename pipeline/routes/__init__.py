@@ -15,8 +15,11 @@ table `route_window`: every row of score_matched, with at least its columns requ
 timestamp, gold_id, index_version, k, chunk_ranks and status, and two more: `needed_items`
 (VARCHAR[], what the answer needed, for diagnosis) and `places` (INTEGER[], one per needed
 item: its best place in the request's ranking, 1 = top, NULL when never found; NULL for a
-request that is not scored). It may then write its own diagnosis rows (miss_causes) for
-`route`, which the shared part clears with the window. sql/route_ids.sql is the model.
+request that is not scored). A route may give a request a status of its own that is not
+`scored` (the text routes: `no_context_text` when none of its served chunks has a text); such a
+request is counted and excluded from means like the shared ones. It may then write its own
+diagnosis rows (miss_causes) for `route`, which the shared part clears with the window.
+sql/route_ids.sql is the model.
 
 Optional, for a route that needs them (the shared part reads each with its default):
 - route_window column `relevant_places` (INTEGER[]): the place of each distinct logged chunk

@@ -15,6 +15,9 @@ for. Outcomes per request:
 
 - `scored`: the verdict is ok; needed = claims, covered = attributed claims.
 - empty served context with claims: a real 0, scored without a call.
+- `no_context_text`: chunks were served but none has a text, logged or in the manifest: what
+  was served is unknown, not empty, so the request is not measured (counted, shown, excluded
+  from means, never 0) and costs no call, not even the split of its reference.
 - `judge_failed`: the judge gave no usable verdict (or could not split the reference);
   counted, shown, excluded from means, never 0. The next run judges it again.
 - `not_judged`: the run's budget (max_calls / max_tokens) ran out first, or no judge is
@@ -118,8 +121,11 @@ def judge_window(con, judge: JudgeConfig | None, gold_version: str,
     estimates: one call per reference to split, one per distinct item to judge."""
     tally = JudgeTally(dry_run=dry_run)
     if judge is None:
-        return {rid: ("not_judged", None, None) for rid, _, _ in rows}, tally
-    fixed = fix_claims(con, judge, gold_version, [g for _, g, _ in rows if g is not None],
+        return {rid: ("not_judged" if ctx is not None else "no_context_text", None, None)
+                for rid, _, ctx in rows}, tally
+    # a request with nothing readable is not judged: its reference needs no split for it
+    fixed = fix_claims(con, judge, gold_version,
+                       [g for _, g, c in rows if g is not None and c is not None],
                        max_calls=judge.max_calls, dry_run=dry_run)
     tally.split, tally.split_failed = fixed.split, len(fixed.failed)
     tally.calls, tally.tokens = fixed.calls, fixed.tokens
@@ -145,7 +151,9 @@ def judge_window(con, judge: JudgeConfig | None, gold_version: str,
     outcomes: dict[str, tuple] = {}
     for request_id, gold_id, contexts in rows:
         claims = fixed.claims.get(gold_id)
-        if claims is None:   # unsplit (failed or skipped), or only blank claims and no reference
+        if contexts is None:   # served chunks, none with a text: nothing known to judge
+            outcomes[request_id] = ("no_context_text", None, None)
+        elif claims is None:   # unsplit (failed or skipped), or only blank claims and no reference
             status = ("judge_failed" if gold_id in fixed.failed else
                       "not_judged" if gold_id in fixed.skipped else
                       "no_evidence")
@@ -192,7 +200,7 @@ class ClaimsRoute:
         return claims_fingerprint(con, gold_version)
 
     def score_window(self, con, params: dict) -> None:
-        rows = [(rid, gid, list(ctx)) for rid, gid, ctx in run_script(con, "route_claims", params)]
+        rows = _served_contexts(con, params)
         judge = self.judge if self.judge is not None else configured_judge()
         say = self.report or log.warning
         if judge is None and rows:
@@ -226,11 +234,18 @@ class ClaimsRoute:
             con.unregister("claim_outcomes")
 
 
+def _served_contexts(con, params: dict) -> list[tuple[str, str, list[str] | None]]:
+    """(request_id, gold_id, contexts) of each scored request of the window; contexts None
+    when its served chunks have no text (sql/route_claims.sql)."""
+    return [(rid, gid, None if ctx is None else list(ctx))
+            for rid, gid, ctx in run_script(con, "route_claims", params)]
+
+
 def estimate(con, judge: JudgeConfig, params: dict) -> JudgeTally:
     """What scoring [start, end) on the claims route would cost, without a call or a verdict
     written (the gold file's claims are stored: that costs nothing and changes no score).
     `params` as a route gets them (pipeline/routes); the score_matched macro must exist."""
-    rows = [(rid, gid, list(ctx)) for rid, gid, ctx in run_script(con, "route_claims", params)]
+    rows = _served_contexts(con, params)
     return judge_window(con, judge, params["gold_version"], rows, now=_utc_now(),
                         dry_run=True)[1]
 
