@@ -144,3 +144,23 @@ def test_demo_loads_only_the_files_it_wrote_and_checks_out_before_any_work(
         sources = [row[0] for row in con.sql("SELECT source FROM ingest_files").fetchall()]
     assert not [source for source in sources if "mine.jsonl" in source]
     assert stray.exists()   # left alone, not loaded
+
+
+def test_a_demo_of_another_seed_into_a_loaded_world_is_refused_before_it_changes_a_file(
+        run_cli, warehouse, tmp_path, monkeypatch, small_world):
+    for name in JUDGE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    code, _, err = demo(run_cli, tmp_path)
+    assert code == 0, err
+    world = tmp_path / "world"
+    before = {p: p.read_bytes() for p in sorted(world.rglob("*")) if p.is_file()}
+    code, _, err = run_cli("demo", "--dir", world, "--out", tmp_path / "reports", "--seed", "8")
+    assert code == 2
+    assert f"was generated with seed 7 and is loaded in {warehouse}" in err
+    assert {p: p.read_bytes() for p in sorted(world.rglob("*")) if p.is_file()} == before
+    # the same seed again, or seed 8 with its own folder and warehouse, runs
+    code, _, err = demo(run_cli, tmp_path)
+    assert code == 0, err
+    code, _, err = run_cli("--warehouse", tmp_path / "w8.duckdb", "demo", "--dir",
+                           tmp_path / "world8", "--out", tmp_path / "reports8", "--seed", "8")
+    assert code == 0, err
