@@ -7,6 +7,7 @@ Levenshtein."""
 from __future__ import annotations
 
 import random
+import unicodedata
 
 import pyarrow as pa
 import pytest
@@ -177,6 +178,21 @@ def test_chunk_text_comes_from_the_manifest_when_not_logged(con, tmp_path):
                        "AND route = 'passages'"
                        ).fetchall() == [(0,)]
     assert got["r-empty"] == got["r-blank"] == ("scored", 1, 1, 1.0)
+
+
+def test_a_passage_and_a_text_that_differ_only_in_unicode_composition_are_the_same_text(
+        con, tmp_path):
+    # the same words with precomposed (NFC) or decomposed (NFD) accents, as macOS file names,
+    # some editors and some PDF extractors write them: 0.5 apart by raw code points
+    words = "Đường Nguyễn Huệ ở Quận Một"
+    composed, decomposed = (unicodedata.normalize(form, words) for form in ("NFC", "NFD"))
+    assert composed != decomposed
+    load(con, tmp_path, [golden("g-1", ["z"], gold_passages=[composed]),
+                         golden("g-2", ["z"], gold_passages=[decomposed])], [
+        request("r-1", [chunk("a", decomposed)], gold_id="g-1"),
+        request("r-2", [chunk("a", composed)], gold_id="g-2")])
+    got = scores(con)
+    assert got["r-1"] == got["r-2"] == ("scored", 1, 1, 1.0)
 
 
 def test_recall_at_k_counts_a_passage_covered_at_rank_4_only_from_k_4(con, tmp_path):

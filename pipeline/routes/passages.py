@@ -15,11 +15,16 @@ batch's distinct pairs are scored in one multi-threaded rapidfuzz call that give
 once it cannot reach the threshold, and the pairs above the threshold go back as an Arrow table
 that the last SQL step turns into places.
 
+Both strings are compared in Unicode NFC (canonical composition; RAGAS compares code points as
+given): a passage and a text that differ only in how their accents are composed are one text.
+Nothing else is normalized (no case folding, no compatibility forms), as in RAGAS.
+
 Reference: RAGAS `NonLLMContextRecall` (ragas/metrics/_context_recall.py): per reference
 context, max similarity over retrieved contexts, covered when `> threshold`."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -70,9 +75,11 @@ def distinct_pairs(passages: pa.Array, texts: pa.Array) -> tuple[list, list, np.
 
 
 def _codes(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Per row the code of its string, and the strings by code (None last, for nulls)."""
+    """Per row the code of its string, and the strings by code (None last, for nulls), each in
+    Unicode NFC: text that differs only in how its accents are composed is the same text."""
     encoded = pc.dictionary_encode(column)
-    values = np.array([*encoded.dictionary.to_pylist(), None], dtype=object)
+    values = np.array([*(unicodedata.normalize("NFC", text)
+                         for text in encoded.dictionary.to_pylist()), None], dtype=object)
     codes = pc.fill_null(encoded.indices, len(values) - 1)
     return codes.to_numpy().astype(np.int64), values
 
