@@ -38,6 +38,13 @@ def small_world(monkeypatch):
                                 requests_per_day=PER_DAY))
 
 
+@pytest.fixture
+def no_judge(monkeypatch):
+    """No judge configured in the environment."""
+    for name in JUDGE_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
 def demo(run_cli, tmp_path):
     return run_cli("demo", "--dir", tmp_path / "world", "--out", tmp_path / "reports")
 
@@ -98,9 +105,7 @@ def test_demo_with_a_judge_scores_a_bounded_claims_sample_and_reports_it(
 
 
 def test_demo_without_a_judge_says_in_one_line_how_to_configure_one(
-        run_cli, warehouse, tmp_path, monkeypatch, small_world):
-    for name in JUDGE_ENV:
-        monkeypatch.delenv(name, raising=False)
+        run_cli, warehouse, tmp_path, small_world, no_judge):
     code, out, err = demo(run_cli, tmp_path)
     assert code == 0, err
     lines = [line for line in out.splitlines() if "RECALLWATCH_JUDGE_MODEL" in line]
@@ -125,9 +130,7 @@ def test_demo_with_a_model_but_no_key_says_the_same_one_line(run_cli, tmp_path, 
 
 
 def test_demo_loads_only_the_files_it_wrote_and_checks_out_before_any_work(
-        run_cli, warehouse, tmp_path, monkeypatch, small_world):
-    for name in JUDGE_ENV:
-        monkeypatch.delenv(name, raising=False)
+        run_cli, warehouse, tmp_path, small_world, no_judge):
     taken = tmp_path / "taken"
     taken.write_text("a file where the report would go\n")
     code, _, err = run_cli("demo", "--dir", tmp_path / "world", "--out", taken)
@@ -147,9 +150,7 @@ def test_demo_loads_only_the_files_it_wrote_and_checks_out_before_any_work(
 
 
 def test_a_demo_of_another_seed_into_a_loaded_world_is_refused_before_it_changes_a_file(
-        run_cli, warehouse, tmp_path, monkeypatch, small_world):
-    for name in JUDGE_ENV:
-        monkeypatch.delenv(name, raising=False)
+        run_cli, warehouse, tmp_path, small_world, no_judge):
     code, _, err = demo(run_cli, tmp_path)
     assert code == 0, err
     world = tmp_path / "world"
