@@ -125,8 +125,9 @@ def drift(warehouse: Warehouse, start: When = None, end: When = None, *,
 def rebaseline(warehouse: Warehouse, slice_: str, since: When) -> settings.Config:
     """From the day `since` on, the baseline of `slice_` ('*' for every slice without one of
     its own) restarts: the first windows on or after it, as many as its baseline takes (7 by
-    default). Open episodes of the slice end there. Put in force; the next `drift` or `run`
-    re-judges."""
+    default). Open episodes of the slice end there. Days the slice was re-baselined on before
+    stay (each holds until the next), so an earlier acceptance is never undone. Put in force;
+    the next `drift` or `run` re-judges."""
     day = instant(since, "--from")
     with connect(warehouse, must_exist=True) as con:
         known = [row[0] for row in con.execute(
@@ -139,7 +140,10 @@ def rebaseline(warehouse: Warehouse, slice_: str, since: When) -> settings.Confi
                    " (it has none yet: run `recallwatch run` first)") + ".")
         current = settings.in_force(con).baseline_for(slice_)
         windows = current.windows if current.kind in ("first", "trailing") else 7
-        config = settings.resolve(con, baselines={slice_: f"first:{windows}@{day.date()}"})
+        restarts = current.restarts if current.kind == "first" else ()
+        restarted = settings.Baseline("first", windows,
+                                      restarts=tuple(sorted({*restarts, day.date()})))
+        config = settings.resolve(con, baselines={slice_: restarted.text})
         settings.put_in_force(con, config)
         return config
 

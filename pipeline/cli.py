@@ -681,8 +681,8 @@ def _step_commands(sub, command) -> None:
     p.add_argument("--detectable-drop", type=_unit,
                    help="a window that cannot see a drop this large is insufficient (0.10)")
     p.add_argument("--baseline", action="append", metavar="SLICE=SPEC",
-                   help="baseline of a slice ('*' for all): first:N, first:N@DAY, trailing:N, "
-                        "dates:DAY..DAY or index:VERSION (repeatable)")
+                   help="baseline of a slice ('*' for all): first:N, first:N@DAY[@DAY...], "
+                        "trailing:N, dates:DAY..DAY or index:VERSION (repeatable)")
     p.add_argument("--alert-k", type=_positive, help="the cutoff k whose episodes alert")
     p.add_argument("--alert-metrics",
                    help="metrics whose episodes alert: mean_recall,pass_rate,full_coverage_rate")

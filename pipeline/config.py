@@ -37,8 +37,9 @@ DEFAULT_ALERT_METRICS = ("mean_recall",)
 class Baseline:
     """What a window is compared with, per slice (see `parse_baseline` for the spellings).
 
-    - first: the first `windows` windows of each index version (from `since`, when a person
-      re-baselined), frozen; the baseline restarts when the index version changes.
+    - first: the first `windows` windows of each index version, frozen; the baseline restarts
+      when the index version changes, and on each day a person re-baselined (`restarts`, in
+      order): the first windows from the latest such day on the window's own day or before.
     - trailing: the `windows` windows before the window (same index version), skipping windows
       of an open episode.
     - dates: the windows in [since, until), pinned.
@@ -49,11 +50,12 @@ class Baseline:
     since: date | None = None
     until: date | None = None
     version: str | None = None
+    restarts: tuple[date, ...] = ()
 
     @property
     def text(self) -> str:
         if self.kind == "first":
-            return f"first:{self.windows}" + (f"@{self.since}" if self.since else "")
+            return f"first:{self.windows}" + "".join(f"@{day}" for day in self.restarts)
         if self.kind == "trailing":
             return f"trailing:{self.windows}"
         if self.kind == "dates":
@@ -62,14 +64,15 @@ class Baseline:
 
 
 def parse_baseline(text: str) -> Baseline:
-    """'first:7', 'first:7@2026-11-12', 'trailing:14', 'dates:2026-11-01..2026-11-08' or
-    'index:idx-v1' -> Baseline, or one clear error."""
+    """'first:7', 'first:7@2026-11-12' (re-baselined that day; more days: 'first:7@D1@D2'),
+    'trailing:14', 'dates:2026-11-01..2026-11-08' or 'index:idx-v1' -> Baseline, or one clear
+    error."""
     kind, _, rest = text.partition(":")
     try:
         if kind == "first":
-            count, _, since = rest.partition("@")
-            baseline = Baseline("first", int(count),
-                                since=date.fromisoformat(since) if since else None)
+            count, *days = rest.split("@")
+            baseline = Baseline("first", int(count), restarts=tuple(
+                sorted({date.fromisoformat(day) for day in days})))
         elif kind == "trailing":
             baseline = Baseline("trailing", int(rest))
         elif kind == "dates":
@@ -84,7 +87,7 @@ def parse_baseline(text: str) -> Baseline:
             raise ValueError
     except ValueError:
         raise RecallwatchError(
-            f"baseline {text!r} must be first:N, first:N@YYYY-MM-DD, trailing:N, "
+            f"baseline {text!r} must be first:N, first:N@YYYY-MM-DD[@YYYY-MM-DD...], trailing:N, "
             "dates:YYYY-MM-DD..YYYY-MM-DD (end after start) or index:VERSION.") from None
     if baseline.windows is not None and not 1 <= baseline.windows <= 10_000:
         raise RecallwatchError(f"baseline {text!r}: the number of windows must be 1 to 10000.")

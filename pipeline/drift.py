@@ -286,8 +286,9 @@ def _pinned_member(b: Baseline, window: _Window) -> bool:
 
 
 def _epoch(b: Baseline, window: _Window) -> int:
-    """1 from the day a person re-baselined on, else 0: baselines never reach across it."""
-    return 1 if b.since is not None and window.start.date() >= b.since else 0
+    """How many days a person re-baselined the slice on are on or before the window's day:
+    baselines never reach across such a day."""
+    return sum(1 for day in b.restarts if day <= window.start.date())
 
 
 def _prepare(s: _Series, window: _Window) -> _Item:
@@ -662,8 +663,8 @@ def _follow_episode(s: _Series, row: dict, j: int | None, tests: _Tests | None, 
             s.episode_id = _episode_id(s.key, grain, row["window_start"], s.episode)
             row.update(state="opened", episode_id=s.episode_id)
         return
-    since = s.baseline.since if s.baseline.kind == "first" else None
-    if since is not None and s.episode_opened.date() < since <= row["window_start"].date():
+    restarts = s.baseline.restarts if s.baseline.kind == "first" else ()
+    if any(s.episode_opened.date() < day <= row["window_start"].date() for day in restarts):
         back = True   # re-baselined after the episode opened: the new level is accepted
     elif j is not None:
         back = (tests.fixed_low[j] > -margin if s.episode == "drop"

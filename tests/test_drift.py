@@ -151,6 +151,44 @@ def test_rebaseline_ends_the_open_episode_and_restarts_the_baseline_on_that_day(
     assert other == [(date(2026, 10, 1),)]
 
 
+def test_a_second_rebaseline_of_a_slice_keeps_the_first(tmp_path):
+    # recall 0.8 for 12 days, 0.5 until day 29, then 0.3: a person accepts the 0.5 level from
+    # day 15 and later the 0.3 level from day 32; each acceptance holds from its day on
+    gold = [f"c{j}" for j in range(10)]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
+    records = []
+    for d in range(40):
+        level = 8 if d < 12 else 5 if d < 29 else 3
+        day = date.fromordinal(date(2026, 9, 1).toordinal() + d)
+        for i in range(100):
+            hit = level + (i % 5) - 2
+            records.append(request(f"r{d}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
+                                   ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z"))
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    warehouse = tmp_path / "w.duckdb"
+    api.run(warehouse, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1")
+
+    def rebaselined(day: str) -> list[tuple]:
+        api.rebaseline(warehouse, "all", day)
+        api.run(warehouse)
+        with connect(warehouse, read_only=True) as con:
+            return con.sql("SELECT window_start::DATE, state, episode_id FROM drift_events "
+                           "WHERE slice = 'all' AND k = 10 AND metric = 'mean_recall' "
+                           "AND state IN ('opened', 'resolved') ORDER BY 1").fetchall()
+
+    first = rebaselined("2026-09-16")
+    assert [(day, state) for day, state, _ in first] == [
+        (date(2026, 9, 13), "opened"), (date(2026, 9, 16), "resolved"),
+        (date(2026, 10, 1), "opened")]
+    second = rebaselined("2026-10-03")
+    # the first acceptance still holds (its episode stays resolved on 09-16), and the drop
+    # seen against the 0.5 level ends on the day of the second
+    assert second == [*first, (date(2026, 10, 3), "resolved", first[-1][2])]
+    with connect(warehouse, read_only=True) as con:
+        assert resolve(con).baseline_for("all").text == "first:7@2026-09-16@2026-10-03"
+
+
 @pytest.mark.slow
 def test_pinned_index_baseline_compares_every_other_version_with_it(demo_copy):
     con, world = demo_copy
@@ -227,10 +265,14 @@ def assert_intervals_never_cross(con):
 
 
 def test_drift_settings_are_checked_and_put_in_force_explicitly(con):
-    assert parse_baseline("first:7@2026-11-12") == Baseline("first", 7, since=date(2026, 11, 12))
+    assert parse_baseline("first:7@2026-11-12") == Baseline("first", 7,
+                                                             restarts=(date(2026, 11, 12),))
+    # days in any order, once each, written back in order
+    assert parse_baseline("first:7@2026-11-12@2026-11-01@2026-11-12").text == \
+        "first:7@2026-11-01@2026-11-12"
     assert parse_baseline("dates:2026-11-01..2026-11-08").until == date(2026, 11, 8)
-    for bad in ("first", "first:x", "trailing:0", "dates:2026-11-08..2026-11-01", "index:",
-                "weekly:3"):
+    for bad in ("first", "first:x", "first:7@", "first:7@2026-11-01@x", "trailing:0",
+                "dates:2026-11-08..2026-11-01", "index:", "weekly:3"):
         with pytest.raises(RecallwatchError, match="baseline"):
             parse_baseline(bad)
     with pytest.raises(RecallwatchError, match="--drift-mode"):
