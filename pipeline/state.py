@@ -103,10 +103,15 @@ def manifest_fingerprint(con) -> str:
 
 
 def route_inputs(con, route: str, gold_version: str | None) -> str:
-    """What else `route`'s scores depend on (its optional `inputs_fingerprint`, pipeline/routes;
-    '' for a route without one)."""
-    fingerprint = getattr(get_route(route), "inputs_fingerprint", None)
-    return fingerprint(con, gold_version) if fingerprint is not None else ""
+    """What else `route`'s scores depend on: the version of its scoring rules (its optional
+    `rules`) and its optional `inputs_fingerprint` (pipeline/routes); '' for a route with
+    neither. Days scored under other rules (by an earlier release) are stale, so `run` brings
+    them up to the rules of this one."""
+    chosen = get_route(route)
+    fingerprint = getattr(chosen, "inputs_fingerprint", None)
+    inputs = fingerprint(con, gold_version) if fingerprint is not None else ""
+    rules = getattr(chosen, "rules", "")
+    return f"rules {rules};{inputs}" if rules else inputs
 
 
 def stale_score_days(con, config: Config) -> list[datetime]:

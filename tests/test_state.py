@@ -71,6 +71,30 @@ def test_a_request_moved_to_another_day_voids_the_metrics_of_its_old_day(con, tm
     assert days == [("2026-11-01", 1, 0.0), ("2026-11-02", 1, 1.0)]
 
 
+def test_days_a_route_scored_under_earlier_rules_are_rescored_by_run(con, tmp_path):
+    # a release that changes how a route scores the same inputs (its `rules`) leaves the days
+    # an earlier release scored stale: `run` brings them to the new rules, only on that route
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"], gold_passages=["the fee"])])
+    logs = write_jsonl(tmp_path / "d.jsonl", [
+        request("r-1", [{"chunk_id": "a"}], ts="2026-11-01T10:00:00Z"),
+        request("r-2", [{"chunk_id": "a", "text": "the fee"}], ts="2026-11-02T10:00:00Z")])
+    put_in_force(con, resolve(con, routes=("ids", "passages")))
+    run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    fresh = rows(con, "request_scores")
+    # what the release before rules 2 wrote: r-1 a 0, recorded without a rules version
+    con.execute("UPDATE request_scores SET status = 'scored', needed = 1, covered = 0, "
+                "recall = 0, full_coverage = false WHERE request_id = 'r-1' "
+                "AND route = 'passages'")
+    con.execute("UPDATE score_windows SET route_inputs = '' WHERE route = 'passages'")
+    ids_days = rows(con, "score_windows", "route = 'ids'")
+    summary = run(con)
+    assert [d.date().isoformat() for d in summary.days_scored] == ["2026-11-01", "2026-11-02"]
+    assert rows(con, "request_scores") == fresh
+    assert ("r-1", "no_context_text") in con.sql(
+        "SELECT request_id, status FROM request_scores WHERE route = 'passages'").fetchall()
+    assert rows(con, "score_windows", "route = 'ids'") == ids_days
+
+
 def test_contiguous_days_become_ranges():
     days = [datetime(2026, 11, d) for d in (1, 2, 3, 5, 7, 8)]
     assert [(a.day, b.day) for a, b in contiguous(days)] == [(1, 4), (5, 6), (7, 9)]

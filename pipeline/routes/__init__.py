@@ -34,6 +34,9 @@ Optional, for a route that needs them (the shared part reads each with its defau
 - method `inputs_fingerprint(con, gold_version) -> str` (default ''): what else the route's
   scores depend on, recorded with each scored day (pipeline.state); a day recorded with another
   value is stale.
+- attribute `rules` (str, default ''): the version of the route's scoring rules, changed by
+  a release that scores the same inputs otherwise; days recorded with another version are
+  stale, so the next `run` rescores them (pipeline.state.route_inputs).
 - method `settle_statuses() -> tuple[str, ...]` (default none): statuses that scoring again
   now could settle (claims: not_judged and judge_failed, when a judge is configured); `run`
   rescores the days holding such rows, once per run."""

@@ -189,6 +189,8 @@ class ClaimsRoute:
     spent: list[int] = field(default_factory=lambda: [0, 0], compare=False, repr=False)
     whole_context: ClassVar[bool] = True
     budget_per_batch: ClassVar[bool] = False
+    # 2: no_context_text for served chunks without a text
+    rules: ClassVar[str] = "2"
 
     def settle_statuses(self) -> tuple[str, ...]:
         """not_judged and judge_failed rows get a verdict by scoring again only when a judge is

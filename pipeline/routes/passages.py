@@ -27,6 +27,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -114,6 +115,8 @@ class PassagesRoute:
 
     name: str = ROUTE_NAME
     needs: tuple[str, ...] = ("gold_passages",)
+    # 2: no_context_text for served chunks without a text, texts compared in NFC
+    rules: ClassVar[str] = "2"
     threshold: float = SIMILARITY_THRESHOLD
     batch_pairs: int = BATCH_PAIRS
 
