@@ -458,10 +458,11 @@ def cmd_check(args) -> None:
 
 
 def cmd_demo(args) -> None:
+    import tempfile
     from datetime import UTC, datetime
 
     from pipeline.demo import generate_demo_world
-    from pipeline.demo.run import refuse_another_seed, run_demo
+    from pipeline.demo.run import refuse_a_clashing_world, run_demo
     from pipeline.report import check_report_dir
     from pipeline.routes.claims import configured_judge
     from pipeline.warehouse import warehouse_path
@@ -469,7 +470,10 @@ def cmd_demo(args) -> None:
     judge = configured_judge()   # None without both a model and a key: said in one line below
     check_report_dir(args.out)   # before the world is written and the warehouse filled
     out = Path(args.dir)
-    refuse_another_seed(args.warehouse, out, args.seed)
+    if warehouse_path(args.warehouse).is_file():   # a world of another seed is refused first
+        with tempfile.TemporaryDirectory(prefix="recallwatch-demo-") as aside:
+            refuse_a_clashing_world(args.warehouse,
+                                    generate_demo_world(Path(aside), seed=args.seed))
     print(f"generating the demo world in {out} ...", flush=True)
     world = generate_demo_world(out, seed=args.seed)
     with _progress() as progress:

@@ -126,7 +126,7 @@ def test_same_seed_writes_identical_files(tmp_path):
     first = generate_demo_world(tmp_path / "a", seed=11, days=4, requests_per_day=150)
     second = generate_demo_world(tmp_path / "b", seed=11, days=4, requests_per_day=150)
     digests = _file_digests(first.root)
-    assert len(digests) == 1 + 1 + 4 + 1  # gold, one manifest, four daily partitions, seed
+    assert len(digests) == 1 + 1 + 4  # gold, one manifest, four daily partitions
     assert digests == _file_digests(second.root)
 
 

@@ -154,14 +154,23 @@ def test_a_demo_of_another_seed_into_a_loaded_world_is_refused_before_it_changes
     code, _, err = demo(run_cli, tmp_path)
     assert code == 0, err
     world = tmp_path / "world"
-    before = {p: p.read_bytes() for p in sorted(world.rglob("*")) if p.is_file()}
+
+    def files() -> dict:
+        return {p: p.read_bytes() for p in sorted(world.rglob("*")) if p.is_file()}
+
+    before = files()
     code, _, err = run_cli("demo", "--dir", world, "--out", tmp_path / "reports", "--seed", "8")
     assert code == 2
-    assert f"was generated with seed 7 and is loaded in {warehouse}" in err
-    assert {p: p.read_bytes() for p in sorted(world.rglob("*")) if p.is_file()} == before
-    # the same seed again, or seed 8 with its own folder and warehouse, runs
+    assert f"{warehouse} holds the demo gold set 'gold-2026-10' of another world" in err
+    assert files() == before
+    # a world of seed 8 written there by hand (or by an earlier release) is no reason to refuse
+    # the world the warehouse holds: the same seed runs again and rewrites the folder
+    pipeline.demo.generate_demo_world(world, seed=8)
+    assert files() != before
     code, _, err = demo(run_cli, tmp_path)
     assert code == 0, err
+    assert files() == before
+    # seed 8 with its own folder and warehouse runs
     code, _, err = run_cli("--warehouse", tmp_path / "w8.duckdb", "demo", "--dir",
                            tmp_path / "world8", "--out", tmp_path / "reports8", "--seed", "8")
     assert code == 0, err

@@ -67,28 +67,25 @@ class DemoClaimsRoute(ClaimsRoute):
         return ()
 
 
-def refuse_another_seed(warehouse, out_dir: Path, seed: int) -> None:
-    """Refuse, before anything is written, a world of `seed` in out_dir when out_dir holds one
-    of another seed that `warehouse` has loaded: its gold set would be refused (same version,
-    other content) after the files had been replaced, leaving a world the warehouse does not
-    hold."""
-    from pipeline.demo.world import world_seed
+def refuse_a_clashing_world(warehouse, world: DemoWorld) -> None:
+    """Refuse `world` (generated aside, not yet in --dir) when `warehouse` holds a gold set of
+    the same version with other content: the world of another seed. Loading it would replace
+    the folder's files and then be refused on the gold set, leaving a world the warehouse does
+    not hold."""
     from pipeline.errors import RecallwatchError
+    from pipeline.ingest.files import file_hash
     from pipeline.warehouse import connect, warehouse_path
 
-    previous = world_seed(out_dir)
     path = warehouse_path(warehouse)
-    if previous is None or previous == seed or not path.is_file():
+    if not path.is_file():
         return
-    gold = str((Path(out_dir) / "gold" / "gold.jsonl").resolve())
     with connect(warehouse, read_only=True) as con:
-        loaded = con.execute("SELECT count(*) FROM ingest_files WHERE kind = 'gold' "
-                             "AND source = $gold", {"gold": gold}).fetchall()[0][0]
-    if loaded:
+        loaded = con.execute("SELECT content_hash FROM gold_versions WHERE gold_version = $v",
+                             {"v": world.gold_version}).fetchall()
+    if loaded and loaded[0][0] != file_hash(world.gold_path):
         raise RecallwatchError(
-            f"the demo world in {out_dir} was generated with seed {previous} and is loaded in "
-            f"{path}; give a world of seed {seed} its own --dir and --warehouse (nothing was "
-            "changed).")
+            f"{path} holds the demo gold set {world.gold_version!r} of another world (another "
+            "--seed); give this world its own --dir and --warehouse (nothing was changed).")
 
 
 def run_demo(warehouse, world: DemoWorld, *, report_dir: str | Path, now: datetime,

@@ -2,7 +2,6 @@
 their files went. The steps draw from one random generator in a fixed order; reordering them,
 or adding a draw, changes the files a seed writes."""
 
-import json
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -18,9 +17,6 @@ from pipeline.demo.catalogue import (
 from pipeline.demo.shape import INDEX_VERSIONS, REBUILD_AFTER_DAYS
 from pipeline.demo.simulate import simulate_requests
 from pipeline.demo.write import write_gold, write_logs, write_manifest
-
-# written last beside the world's files: the seed they were generated with
-SEED_RECORD = "demo-world.json"
 
 
 @dataclass(frozen=True)
@@ -75,7 +71,6 @@ def generate_demo_world(
     logs_dir = out_dir / "logs"
     n_bad = write_logs(rng, logs_dir, requests, start, requests_per_day, timeline, goldens,
                        chunks)
-    (out_dir / SEED_RECORD).write_text(json.dumps({"seed": seed}) + "\n")
 
     return DemoWorld(
         root=out_dir,
@@ -99,7 +94,7 @@ def _remove_previous_world(out_dir: Path) -> None:
     A partition left over from a longer or differently dated world would otherwise be ingested
     with the new one.
     """
-    stale = [out_dir / SEED_RECORD, out_dir / "gold" / "gold.jsonl"]
+    stale = [out_dir / "gold" / "gold.jsonl"]
     stale += [out_dir / "index" / f"{version}.parquet" for version in INDEX_VERSIONS]
     stale += sorted(out_dir.glob("logs/dt=*/requests.jsonl"))
     stale += sorted(out_dir.glob("logs/dt=*/requests.parquet"))
@@ -108,13 +103,3 @@ def _remove_previous_world(out_dir: Path) -> None:
     for partition in sorted(out_dir.glob("logs/dt=*")):
         if partition.is_dir() and not any(partition.iterdir()):
             partition.rmdir()
-
-
-def world_seed(out_dir: Path) -> int | None:
-    """The seed of the whole world generated in out_dir; None when none was (or it was cut
-    short, or written before worlds recorded their seed)."""
-    try:
-        seed = json.loads((Path(out_dir) / SEED_RECORD).read_text())["seed"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return seed if isinstance(seed, int) else None
