@@ -10,7 +10,8 @@ together, because false discoveries are controlled across the slices of a window
   the previous version's, so a rebuild that hurts recall is caught at once and an episode can
   end because the rebuild fixed it. A window in an open episode never joins a baseline, so a
   lasting drop stays flagged until recall recovers or a person re-baselines (`first:N@DAY`:
-  the baseline restarts on that day, and open episodes end there).
+  the baseline restarts on that day, and open episodes end there; every such day is kept,
+  `first:N@DAY1@DAY2`, each holding until the next).
 - Fixed-look mode (`drift_mode = fixed`): the interval of (window - baseline) at level 1 -
   alpha: cluster-robust Welch for mean recall, Newcombe's hybrid of (cluster-)Wilson intervals
   for the rates. A drop needs the whole interval below -margin, after Benjamini-Hochberg

@@ -9,7 +9,8 @@ relevant_places), not the covered passages: it never exceeds 1.
 
 A chunk's text is the logged `text`, else the index manifest's text of that chunk in the
 request's index version; a chunk with neither cannot cover anything (a passage only it would
-have matched shows as `not_retrieved`). SQL picks the pairs (sql/route_passages*.sql); this
+have matched shows as `not_retrieved`), and a request none of whose served chunks has a text
+is `no_context_text`: not measured, never 0. SQL picks the pairs (sql/route_passages*.sql); this
 module only scores them: the pairs stream out of DuckDB as Arrow batches of bounded size, each
 batch's distinct pairs are scored in one multi-threaded rapidfuzz call that gives up on a pair
 once it cannot reach the threshold, and the pairs above the threshold go back as an Arrow table
