@@ -211,7 +211,9 @@ def _email(given: dict[str, object], label: Callable[[str], str]) -> Channel:
     if not host or re.search(r"\s", host):
         raise RecallwatchError(f"{label('host')} must be a host name, e.g. smtp.example.com.")
     starttls = given.get("starttls", False)
-    if isinstance(starttls, str):
+    if isinstance(starttls, int) and not isinstance(starttls, bool) and starttls in (0, 1):
+        starttls = bool(starttls)   # a TOML number, as the message below allows
+    elif isinstance(starttls, str):
         flag = starttls.strip().lower()
         if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
             raise RecallwatchError(f"{label('starttls')} must be 1/true or 0/false.")
@@ -219,7 +221,7 @@ def _email(given: dict[str, object], label: Callable[[str], str]) -> Channel:
     elif not isinstance(starttls, bool):
         raise RecallwatchError(f"{label('starttls')} must be 1/true or 0/false.")
     port = given.get("port", SMTP_STARTTLS_PORT if starttls else SMTP_PORT)
-    if isinstance(port, str) and port.strip().isdigit():
+    if isinstance(port, str) and re.fullmatch(r"[0-9]+", port.strip()):
         port = int(port)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise RecallwatchError(f"{label('port')} must be a port number from 1 to 65535.")
@@ -302,8 +304,10 @@ def _interval(low: float | None, high: float | None, signed: bool = False) -> st
 
 
 def one_line(text: str, limit: int = 200) -> str:
-    """Logged text (a slice, a version) fit for a title or mail header: no line breaks."""
-    flat = " ".join(str(text).split())
+    """Logged text (a slice, a version) fit for a title, a mail header or a terminal line: no
+    line breaks, and a control character (NUL, an escape sequence) written as its code."""
+    flat = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 0x100
+                   else f"\\u{ord(ch):04x}" for ch in " ".join(str(text).split()))
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
@@ -434,7 +438,9 @@ def _deliver(channel: Channel, message: AlertMessage, *, now: datetime, timeout:
                 smtp.starttls(context=ssl.create_default_context())
             if channel.user:
                 smtp.login(channel.user, channel.password)
-            smtp.send_message(email_message(channel, message, now))
+            refused = smtp.send_message(email_message(channel, message, now))
+            if refused:   # taken for some recipients only: the others never got it
+                raise smtplib.SMTPRecipientsRefused(refused)
     else:
         raise ValueError(f"unknown channel {channel.name!r}")
 
@@ -448,11 +454,12 @@ def describe_failure(exc: BaseException, channel: Channel) -> str:
     elif isinstance(exc, smtplib.SMTPResponseException):
         text = f"SMTP {exc.smtp_code}"
     elif isinstance(exc, smtplib.SMTPRecipientsRefused):
-        text = "SMTP recipients refused"
+        text = f"SMTP recipients refused ({len(exc.recipients)} of {len(channel.recipients)})"
     elif isinstance(exc, smtplib.SMTPServerDisconnected):
         text = "SMTP server disconnected"
     elif isinstance(exc, smtplib.SMTPNotSupportedError):
-        text = "SMTP server does not support STARTTLS or AUTH"
+        # smtplib names the extension: STARTTLS, AUTH, or SMTPUTF8 for a non-ASCII address
+        text = f"SMTP server lacks what the mail needs: {one_line(str(exc), 200)}"
     elif isinstance(exc, ConnectionRefusedError):
         text = "connection refused"
     elif isinstance(exc, TimeoutError):

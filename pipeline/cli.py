@@ -357,6 +357,7 @@ def cmd_alert(args) -> None:
         NO_CHANNELS,
         channels_from_env,
         channels_from_file,
+        one_line,
         send_alerts,
         send_test,
     )
@@ -390,8 +391,9 @@ def cmd_alert(args) -> None:
         m = d.message
         why = (f" ({d.error}, {d.attempts} attempt(s) so far; the next `recallwatch alert` "
                "retries it)" if d.error else "")
-        print(f"{d.channel} {m.event} slice {m.slice} route {m.fields.get('route')} "
-              f"{m.metric}@{m.fields.get('k')} day {m.window_start:%Y-%m-%d}: {d.status}{why}")
+        print(f"{d.channel} {m.event} slice {one_line(m.slice)} route "
+              f"{one_line(str(m.fields.get('route')))} {m.metric}@{m.fields.get('k')} "
+              f"day {m.window_start:%Y-%m-%d}: {d.status}{why}")
     if args.dry_run:
         print(f"dry run: {len(summary.would_send)} message(s) would be sent, "
               f"{summary.skipped} already sent; nothing was sent or written.")

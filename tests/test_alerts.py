@@ -108,6 +108,13 @@ def hook(monkeypatch):
 class Mailbox:
     messages: list = field(default_factory=list)
     logins: list = field(default_factory=list)
+    refuse: set = field(default_factory=set)   # recipients the server answers 550
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address in self.refuse:
+            return "550 5.1.1 no such mailbox"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
         self.messages.append(email.message_from_bytes(envelope.content,
@@ -335,6 +342,65 @@ def test_a_stopped_server_is_a_failed_alert_not_an_exception(warehouse):
         [("failed", 2, "connection refused")]
 
 
+def test_a_recipient_the_server_refuses_makes_the_mail_failed_and_retried(warehouse, smtp):
+    # the server takes the mail for one recipient and refuses the other: that one never got
+    # the page, so it is no delivery (the retry sends to both)
+    insert_replay_day(warehouse, OPENED_DAY)
+    channel = Channel("email", host="127.0.0.1", port=smtp.port, sender=SENDER,
+                      recipients=(RECIPIENT, "ml@example.com"))
+    smtp.refuse = {"ml@example.com"}
+    down = send_alerts(warehouse, CONFIG, [channel], now=morning_after(8), retries=1,
+                       backoff=0.01)
+    assert (down.sent, down.failed) == (0, 1)
+    assert warehouse.execute("SELECT status, last_error FROM alerts").fetchall() == [
+        ("failed", "SMTP recipients refused (1 of 2)")]
+    smtp.refuse = set()
+    up = send_alerts(warehouse, CONFIG, [channel], now=morning_after(8) + timedelta(hours=1),
+                     backoff=0.01)
+    assert (up.sent, up.failed) == (1, 0)
+    assert sorted(smtp.messages[-1]["To"].addresses[i].addr_spec for i in range(2)) == [
+        "ml@example.com", RECIPIENT]
+
+
+def test_a_non_ascii_address_a_server_cannot_take_says_what_it_lacks(warehouse):
+    insert_replay_day(warehouse, OPENED_DAY)
+    ascii_only = Controller(Mailbox(), hostname="127.0.0.1", port=_free_port(),
+                            enable_SMTPUTF8=False)
+    ascii_only.start()
+    try:
+        channel = Channel("email", host="127.0.0.1", port=ascii_only.port, sender=SENDER,
+                          recipients=("jörg@example.com",))
+        down = send_alerts(warehouse, CONFIG, [channel], now=morning_after(8), retries=1,
+                           backoff=0.01)
+    finally:
+        ascii_only.stop()
+    assert down.failed == 1 and "SMTPUTF8" in down.deliveries[0].error
+    assert "STARTTLS" not in down.deliveries[0].error
+
+
+def test_control_characters_of_a_slice_reach_no_mail_header_nor_terminal(
+        warehouse, smtp, tmp_path, monkeypatch, capsys):
+    from pipeline import cli
+
+    slice_ = "tag=a\x00b\x1b[31mred\x7f\nwebhook resolved slice all"
+    for number in range(1, OPENED_DAY + 1):
+        insert_replay_day(warehouse, number, slice_=slice_)
+    warehouse.close()   # the CLI opens it
+    path = tmp_path / "w.duckdb"
+    for name, value in {"RECALLWATCH_SMTP_HOST": "127.0.0.1",
+                        "RECALLWATCH_SMTP_PORT": str(smtp.port),
+                        "RECALLWATCH_SMTP_FROM": SENDER, "RECALLWATCH_SMTP_TO": RECIPIENT,
+                        "RECALLWATCH_ALERT_K": "10"}.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(["--warehouse", str(path), "alert"]) == 0
+    out = capsys.readouterr().out
+    [mail] = smtp.messages
+    assert not any(ch in mail["Subject"] for ch in "\x00\x1b\x7f")
+    assert "\\x1b[31mred" in mail["Subject"]
+    lines = [line for line in out.splitlines() if "resolved" in line or "opened" in line]
+    assert len(lines) == 1 and "\x1b" not in out and "\\x1b" in lines[0]
+
+
 def test_dry_run_sends_and_writes_nothing_but_lists_what_would_go(warehouse, hook, smtp):
     for number in range(1, 16):
         insert_replay_day(warehouse, number)
@@ -450,6 +516,9 @@ def test_channels_from_file_reads_env_indirections(tmp_path):
       "RECALLWATCH_SMTP_TO": RECIPIENT, "RECALLWATCH_SMTP_PORT": "smtp"},
      "RECALLWATCH_SMTP_PORT"),
     ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
+      "RECALLWATCH_SMTP_TO": RECIPIENT, "RECALLWATCH_SMTP_PORT": "²5"},
+     "RECALLWATCH_SMTP_PORT"),
+    ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
       "RECALLWATCH_SMTP_TO": RECIPIENT, "RECALLWATCH_SMTP_STARTTLS": "maybe"},
      "RECALLWATCH_SMTP_STARTTLS"),
     ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
@@ -461,6 +530,19 @@ def test_a_bad_setting_is_one_sentence_naming_it_without_its_value(environ, name
     message = str(caught.value)
     assert named in message and SMTP_PASSWORD not in message
     assert message.endswith(".") and "\n" not in message
+
+
+def test_starttls_may_be_written_as_the_numbers_its_message_names(tmp_path):
+    path = tmp_path / "channels.toml"
+    for value, expected in (("1", True), ("0", False), ("true", True)):
+        path.write_text(f'[email]\nhost = "mx"\nfrom = "{SENDER}"\nto = "{RECIPIENT}"\n'
+                        f"starttls = {value}\n")
+        [channel] = channels_from_file(path, {})
+        assert channel.starttls is expected
+    path.write_text(f'[email]\nhost = "mx"\nfrom = "{SENDER}"\nto = "{RECIPIENT}"\n'
+                    "starttls = 2\n")
+    with pytest.raises(RecallwatchError, match="starttls"):
+        channels_from_file(path, {})
 
 
 @pytest.mark.parametrize(("text", "named"), [
