@@ -407,7 +407,11 @@ def _slack_escape(text: str) -> str:
 def slack_body(message: AlertMessage) -> bytes:
     text = f"*{_slack_escape(message.title)}*\n{_slack_escape(message.text)}"
     if len(text) > 3000:  # Slack's limit for a section's text
-        text = text[:2999] + "…"
+        cut = text[:2999]
+        entity = cut.rfind("&")   # never half an escape: "&am" would show as text
+        if entity > len(cut) - 5 and ";" not in cut[entity:]:
+            cut = cut[:entity]
+        text = cut + "…"
     # the fallback text shows in notifications, where <!channel> would page everyone too
     payload = {"text": _slack_escape(message.title),
                "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}

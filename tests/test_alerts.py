@@ -650,6 +650,17 @@ def test_the_cli_without_channels_says_what_to_set(tmp_path, monkeypatch, capsys
     assert "RECALLWATCH_WEBHOOK_URL" in err and "--channels FILE" in err
 
 
+def test_a_long_slack_message_is_cut_between_escapes_never_inside_one():
+    from pipeline.alerts import AlertMessage, slack_body
+
+    for pad in range(5):
+        text = "x" * (2990 - pad) + "&" * 40
+        message = AlertMessage("ep", "opened", "all", "mean_recall", None, "t", text, {})
+        section = json.loads(slack_body(message))["blocks"][0]["text"]["text"]
+        assert len(section) <= 3000 and section.endswith("…")
+        assert section[:-1].rsplit("&", 1)[-1] in ("", "amp;"), pad
+
+
 def test_a_slice_written_as_slack_markup_stays_text_in_slack_and_its_notification(
         warehouse, hook, smtp):
     # a tag value comes from the logs: <!channel> must not page a whole Slack channel
