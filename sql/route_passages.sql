@@ -18,30 +18,6 @@
 CREATE OR REPLACE TEMP TABLE passages_matched AS
 SELECT * FROM score_matched($start, $end, $gold_version, $needs);
 
-UPDATE passages_matched SET status = 'no_context_text'
-WHERE request_id IN (
-    WITH served AS (
-        SELECT m.request_id, m.index_version, unnest(r.retrieved) AS chunk,
-               m.k, m.chunk_ids, m.chunk_ranks
-        FROM passages_matched m
-        JOIN requests r USING (request_id)
-        WHERE m.status = 'scored'
-    )
-    SELECT s.request_id
-    FROM served s
-    LEFT JOIN index_chunks c
-           ON c.index_version = s.index_version AND c.chunk_id = s.chunk.chunk_id
-    WHERE s.chunk_ranks[list_position(s.chunk_ids, s.chunk.chunk_id)] <= s.k
-    GROUP BY s.request_id
-    HAVING count(coalesce(text_or_null(s.chunk.text), text_or_null(c.text))) = 0
-);
-
-CREATE OR REPLACE TEMP TABLE passage_items AS
-SELECT request_id, generate_subscripts(gold_passages, 1) AS passage_no,
-       unnest(gold_passages) AS passage
-FROM passages_matched
-WHERE status = 'scored';
-
 CREATE OR REPLACE TEMP VIEW passage_candidates AS
 WITH logged AS (
     SELECT m.request_id, m.index_version, m.chunk_ids, m.chunk_ranks,
@@ -59,5 +35,18 @@ FROM logged l
 LEFT JOIN index_chunks c
        ON c.index_version = l.index_version AND c.chunk_id = l.chunk.chunk_id
 WHERE coalesce(text_or_null(l.chunk.text), text_or_null(c.text)) IS NOT NULL;
+
+-- a request served chunks (placed within k) of which none has a text: not measured
+UPDATE passages_matched m SET status = 'no_context_text'
+WHERE m.status = 'scored'
+  AND len(list_filter(m.chunk_ranks, lambda r: r <= m.k)) > 0
+  AND NOT EXISTS (SELECT 1 FROM passage_candidates c
+                  WHERE c.request_id = m.request_id AND c.place <= m.k);
+
+CREATE OR REPLACE TEMP TABLE passage_items AS
+SELECT request_id, generate_subscripts(gold_passages, 1) AS passage_no,
+       unnest(gold_passages) AS passage
+FROM passages_matched
+WHERE status = 'scored';
 
 SELECT count(*) FROM passage_items;

@@ -6,7 +6,8 @@ README says. Statistical properties by simulation are in test_drift_sim.py."""
 from __future__ import annotations
 
 import shutil
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from conftest import golden, request, snapshot, write_jsonl
@@ -154,20 +155,11 @@ def test_rebaseline_ends_the_open_episode_and_restarts_the_baseline_on_that_day(
 def test_a_second_rebaseline_of_a_slice_keeps_the_first(tmp_path):
     # recall 0.8 for 12 days, 0.5 until day 29, then 0.3: a person accepts the 0.5 level from
     # day 15 and later the 0.3 level from day 32; each acceptance holds from its day on
-    gold = [f"c{j}" for j in range(10)]
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
-    records = []
-    for d in range(40):
-        level = 8 if d < 12 else 5 if d < 29 else 3
-        day = date.fromordinal(date(2026, 9, 1).toordinal() + d)
-        for i in range(100):
-            hit = level + (i % 5) - 2
-            records.append(request(f"r{d}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
-                                   ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z"))
-    write_jsonl(tmp_path / "logs.jsonl", records)
+    gold, logs = graded_world(tmp_path, {
+        date(2026, 9, 1) + timedelta(days=d): 6 if d < 12 else 3 if d < 29 else 1
+        for d in range(40)})
     warehouse = tmp_path / "w.duckdb"
-    api.run(warehouse, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
-            gold_version="v1")
+    api.run(warehouse, logs=[str(logs)], gold=str(gold), gold_version="v1")
 
     def rebaselined(day: str) -> list[tuple]:
         api.rebaseline(warehouse, "all", day)
@@ -236,20 +228,27 @@ def test_a_window_too_small_to_see_the_detectable_drop_is_insufficient_not_stabl
         assert needed is None or needed > 5
 
 
-def test_a_drop_after_a_long_stable_stretch_has_an_interval_not_crossed_bounds(con, tmp_path):
-    # 14 days at mean recall 0.8, then 0.5: the rise detector still rules out the stable
-    # stretch's level while the drop detector rules out today's
+def graded_world(tmp_path, lows: dict[date, int]) -> tuple[Path, Path]:
+    """A golden of 10 chunks and 100 requests on each day of `lows`, the i-th finding
+    low + i % 5 of them (mean recall (low + 2) / 10). Returns the gold and log files."""
     gold = [f"c{j}" for j in range(10)]
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
     records = []
-    for day in range(1, 17):
+    for day, low in lows.items():
         for i in range(100):
-            hit = i % 5 + (6 if day <= 14 else 3)
+            hit = low + i % 5
             records.append(request(f"r{day}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
-                                   ts=f"2026-10-{day:02d}T{i // 60:02d}:{i % 60:02d}:00Z"))
+                                   ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z"))
     write_jsonl(tmp_path / "logs.jsonl", records)
-    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
-        gold_version="v1")
+    return tmp_path / "gold.jsonl", tmp_path / "logs.jsonl"
+
+
+def test_a_drop_after_a_long_stable_stretch_has_an_interval_not_crossed_bounds(con, tmp_path):
+    # 14 days at mean recall 0.8, then 0.5: the rise detector still rules out the stable
+    # stretch's level while the drop detector rules out today's
+    gold, logs = graded_world(tmp_path, {date(2026, 10, day): 6 if day <= 14 else 3
+                                         for day in range(1, 17)})
+    run(con, logs=[str(logs)], gold=str(gold), gold_version="v1")
     rows = con.sql("SELECT window_start::DATE, delta, delta_low, delta_high, decision "
                    "FROM drift_events WHERE slice = 'all' AND k = 10 "
                    "AND metric = 'mean_recall' AND window_start >= '2026-10-15'").fetchall()

@@ -68,17 +68,15 @@ class DemoClaimsRoute(ClaimsRoute):
 
 
 def refuse_a_clashing_world(warehouse, world: DemoWorld) -> None:
-    """Refuse `world` (generated aside, not yet in --dir) when `warehouse` holds a gold set of
-    the same version with other content: the world of another seed. Loading it would replace
-    the folder's files and then be refused on the gold set, leaving a world the warehouse does
-    not hold."""
+    """Refuse `world` (generated aside, not yet in --dir) when the existing `warehouse` holds a
+    gold set of the same version with other content: the world of another seed. Loading it
+    would replace the folder's files and then be refused on the gold set, leaving a world the
+    warehouse does not hold."""
     from pipeline.errors import RecallwatchError
     from pipeline.ingest.files import file_hash
     from pipeline.warehouse import connect, warehouse_path
 
     path = warehouse_path(warehouse)
-    if not path.is_file():
-        return
     with connect(warehouse, read_only=True) as con:
         loaded = con.execute("SELECT content_hash FROM gold_versions WHERE gold_version = $v",
                              {"v": world.gold_version}).fetchall()
