@@ -1,5 +1,6 @@
 """Alerts: one message when a drift episode opens and one when it resolves, on every configured
-channel (a generic JSON webhook, a Slack incoming webhook, email over SMTP).
+channel (a generic JSON webhook, a Slack incoming webhook, email over SMTP); and one that
+withdraws an opening the drift step no longer finds after the data changed.
 
 The drift step marks an episode's first window `opened` and the first window after it
 `resolved` in `drift_events`; this module turns those rows (daily windows, the alert cutoff
@@ -7,7 +8,11 @@ and metrics of the configuration) into messages that quote the value with its in
 baseline, the difference with its interval, the margin δ, k, route, gold version and n. The
 `alerts` table records, per episode, event and channel, whether the message was delivered:
 a sent one is never sent again, a failed one is retried (with backoff) by the next call, and a
-failure never raises nor touches `drift_events`. Channel settings come from the environment
+failure never raises nor touches `drift_events`. An opening that was sent and not resolved,
+whose episode the drift step no longer finds when it judges that window again under the same
+gold version (late or corrected logs, a rescore), gets a `withdrawn` message on the channels
+that had it, quoting how the window is judged now; should the episode come back, its opening
+is sent again (sql/pending_alerts.sql). Channel settings come from the environment
 or a TOML file; URLs, tokens and passwords are never printed, logged or stored."""
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from pipeline.warehouse import run_script, sql, transaction
 log = logging.getLogger(__name__)
 
 CHANNEL_NAMES = ("webhook", "slack", "email")
-EVENTS = ("opened", "resolved")
+EVENTS = ("opened", "resolved", "withdrawn")
 SIGNATURE_HEADER = "X-Recallwatch-Signature"
 
 # Every setting of every channel, with the environment variable that gives it; a channels file
@@ -257,7 +262,7 @@ class AlertMessage:
     webhook's JSON carries."""
 
     episode_id: str | None
-    event: str                     # opened | resolved | test
+    event: str                     # opened | resolved | withdrawn | test
     slice: str
     metric: str
     window_start: datetime | None
@@ -328,8 +333,14 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
         last_day = row["baseline_end"] - timedelta(days=1)   # windows here are days
         baseline += f" (days {row['baseline_start']:%Y-%m-%d} to {last_day:%Y-%m-%d}"
         baseline += f", n {row['baseline_n']})" if row["baseline_n"] is not None else ")"
-    lines = [
-        f"{metric}@{k} {row['direction']} {event} on {where}, day {day}",
+    lines = [f"{metric}@{k} {row['direction']} {event} on {where}, day {day}"]
+    if event == "withdrawn":
+        lines.append(
+            f"the {row['direction']} sent as opened on day {day} is no longer found: judged "
+            f"again on the data and settings now in the warehouse, the day is "
+            f"{row['decision']} (episode state {row['now_state']}); the figures below are "
+            "today's judgement of that day")
+    lines += [
         f"value: {_number(row['value'])} ({level}% interval "
         f"{_interval(row['value_low'], row['value_high'])}), n {row['n']}",
         baseline,
@@ -352,6 +363,8 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
         "margin": row["margin"], "decision": row["decision"], "direction": row["direction"],
         "method": row["method"], "index_version": row["index_version"], "report": report,
     }
+    if event == "withdrawn":
+        fields["now_state"] = row["now_state"]
     return AlertMessage(row["episode_id"], event, row["slice"], metric, row["window_start"],
                         title, "\n".join(lines), {k_: _finite(v) for k_, v in fields.items()})
 
@@ -533,7 +546,8 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
                 timeout: float = 10.0) -> AlertSummary:
     """Deliver the pending alert messages, in window order: for each drift_events row that
     opens or resolves an episode (daily windows, k = config.alert_cutoff, metric in
-    config.alert_metrics) and each channel, unless the alerts table says it was sent.
+    config.alert_metrics) and each channel, unless the alerts table says it was sent; and a
+    withdrawal of each sent opening whose episode drift no longer finds.
 
     Each message is tried up to `retries` times (waiting backoff, 2*backoff, ... seconds),
     then its alerts row is replaced in its own transaction: status sent or failed, attempts
@@ -571,7 +585,8 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
                 "channel": channel.name, "status": status, "attempts": attempts,
                 "last_error": error, "first_tried": row["first_tried"] or now,
                 "last_tried": now, "slice": message.slice, "metric": message.metric,
-                "window_start": message.window_start, "route": row["route"], "k": row["k"]})
+                "window_start": message.window_start, "route": row["route"], "k": row["k"],
+                "gold_version": row["gold_version"], "direction": row["direction"]})
         log.info("alert %s on slice %s %s via %s: %s%s", message.event, message.slice,
                  message.metric, channel.name, status, f" ({error})" if error else "")
         if error is None:

@@ -758,8 +758,9 @@ def _step_commands(sub, command) -> None:
     p.add_argument("file")
     p.set_defaults(func=cmd_export)
 
-    p = command(sub, "alert", help="send the alerts of drift episodes that opened or resolved "
-                                   "(`alert test`: one test message per channel)")
+    p = command(sub, "alert", help="send the alerts of drift episodes that opened, resolved "
+                                   "or were withdrawn (`alert test`: one test message per "
+                                   "channel)")
     p.add_argument("action", nargs="?", choices=("test",),
                    help="test: send one test message per configured channel")
     p.add_argument("--dry-run", action="store_true",

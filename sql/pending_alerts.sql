@@ -4,6 +4,13 @@
 -- caller counts them as skipped, as are events sent under another gold version). The value's interval comes from window_metrics (NULL when
 -- the window has no metrics row); `direction` is the decision of the episode's opening window,
 -- so a resolution is named after what it resolves.
+-- A third event, 'withdrawn', takes back an opening that was sent and never resolved when the
+-- drift step, judging that window again under the same gold version (after late or corrected
+-- logs, a rescore, a changed setting), no longer finds its episode: on the channels that got
+-- the opening, whatever the alert cutoff and metrics are now, quoting the window as judged now
+-- (`now_state`). Until the window is judged again (its drift rows are voided and not yet
+-- rebuilt) nothing is withdrawn. An episode that comes back after its withdrawal is announced
+-- again (its opening is pending once more).
 -- Grain: one row per episode_id x event x channel. Parameters: $k (the alert cutoff),
 -- $metrics (list of metric names), $channels (list of channel names, in delivery order).
 
@@ -33,26 +40,73 @@ events AS (
     WHERE d.grain = 'day' AND d.state IN ('opened', 'resolved') AND d.episode_id IS NOT NULL
       AND d.k = $k AND list_contains($metrics::VARCHAR[], d.metric)
 ),
+withdrawals AS (
+    SELECT a.episode_id, 'withdrawn' AS event, d.window_start, d.window_end, d.slice, d.route,
+           d.k, d.gold_version, d.metric, d.index_version, d.n, d.value,
+           CASE d.metric WHEN 'mean_recall' THEN w.ci_low
+                         WHEN 'pass_rate' THEN w.pass_ci_low
+                         WHEN 'full_coverage_rate' THEN w.fc_ci_low END AS value_low,
+           CASE d.metric WHEN 'mean_recall' THEN w.ci_high
+                         WHEN 'pass_rate' THEN w.pass_ci_high
+                         WHEN 'full_coverage_rate' THEN w.fc_ci_high END AS value_high,
+           d.baseline_value, d.baseline_start, d.baseline_end, d.baseline_n,
+           d.delta, d.delta_low, d.delta_high, d.margin, d.decision, d.method, d.evidence,
+           a.direction, d.state AS now_state, a.channel
+    FROM alerts a
+    -- the window that opened the episode, as the drift step judges it now
+    JOIN drift_events d
+      ON d.grain = 'day' AND d.window_start = a.window_start AND d.slice = a.slice
+     AND d.route = a.route AND d.k = a.k AND d.metric = a.metric
+     AND d.gold_version = a.gold_version
+    LEFT JOIN window_metrics w
+           ON w.window_start = d.window_start AND w.grain = d.grain AND w.slice = d.slice
+          AND w.route = d.route AND w.k = d.k AND w.gold_version = d.gold_version
+    WHERE a.event = 'opened' AND a.status = 'sent' AND a.direction IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM drift_events e WHERE e.episode_id = a.episode_id)
+      AND NOT EXISTS (SELECT 1 FROM alerts r
+                      WHERE r.episode_id = a.episode_id AND r.channel = a.channel
+                        AND r.event = 'resolved' AND r.status = 'sent')
+),
 channels AS (
     SELECT unnest($channels::VARCHAR[]) AS channel,
            generate_subscripts($channels::VARCHAR[], 1) AS channel_order
+),
+pending AS (
+    SELECT e.*, NULL::VARCHAR AS now_state, c.channel, c.channel_order
+    FROM events e
+    CROSS JOIN channels c
+    UNION ALL BY NAME
+    SELECT w.*, c.channel_order
+    FROM withdrawals w
+    JOIN channels c USING (channel)
+),
+withdrawn AS (
+    SELECT episode_id, channel FROM alerts WHERE event = 'withdrawn' AND status = 'sent'
 )
-SELECT e.*, c.channel,
-       -- the same event (slice, route, k, metric, window) sent for the episode as another gold
-       -- set judged it counts as sent: loading a new gold version re-judges the whole history
-       -- and would otherwise page every past episode again (route and k are NULL in rows of
-       -- earlier warehouses, and match any)
-       CASE WHEN a.status IS NULL AND EXISTS (
+SELECT e.* EXCLUDE (channel_order),
+       CASE
+           -- an opening sent, withdrawn, and found again: announced again
+           WHEN e.event = 'opened' AND a.status = 'sent'
+                AND (e.episode_id, e.channel) IN (SELECT (episode_id, channel) FROM withdrawn)
+               THEN NULL
+           -- the same event (slice, route, k, metric, window) sent for the episode as another
+           -- gold set judged it counts as sent, unless that one was withdrawn: loading a new
+           -- gold version re-judges the whole history and would otherwise page every past
+           -- episode again (route and k are NULL in rows of earlier warehouses, and match any)
+           WHEN a.status IS NULL AND e.event <> 'withdrawn' AND EXISTS (
                 SELECT 1 FROM alerts b
-                WHERE b.status = 'sent' AND b.channel = c.channel AND b.event = e.event
+                WHERE b.status = 'sent' AND b.channel = e.channel AND b.event = e.event
                   AND b.slice = e.slice AND b.metric = e.metric
                   AND b.window_start = e.window_start
-                  AND coalesce(b.route, e.route) = e.route AND coalesce(b.k, e.k) = e.k)
-            THEN 'sent' ELSE a.status END AS status,
+                  AND coalesce(b.route, e.route) = e.route AND coalesce(b.k, e.k) = e.k
+                  AND (b.episode_id, b.channel) NOT IN (SELECT (episode_id, channel)
+                                                        FROM withdrawn))
+               THEN 'sent'
+           ELSE a.status
+       END AS status,
        a.attempts, a.first_tried
-FROM events e
-CROSS JOIN channels c
+FROM pending e
 LEFT JOIN alerts a
-       ON a.episode_id = e.episode_id AND a.event = e.event AND a.channel = c.channel
+       ON a.episode_id = e.episode_id AND a.event = e.event AND a.channel = e.channel
 ORDER BY e.window_start, e.slice, e.metric, e.route, e.gold_version, e.episode_id, e.event,
-         c.channel_order;
+         e.channel_order;

@@ -3,12 +3,15 @@
 -- over from that row; last_error is already free of URLs, tokens and passwords.
 -- Grain: alerts, one row per episode_id x event x channel. Parameters: $episode_id, $event,
 -- $channel, $status, $attempts, $last_error, $first_tried, $last_tried, $slice, $metric,
--- $window_start, $route, $k.
+-- $window_start, $route, $k, $gold_version, $direction.
+-- An opening sent again (its episode came back after it was withdrawn) clears the withdrawal
+-- on that channel, so that the episode can be withdrawn, or resolved, once more.
 
 DELETE FROM alerts
-WHERE episode_id = $episode_id AND event = $event AND channel = $channel;
+WHERE episode_id = $episode_id AND channel = $channel
+  AND (event = $event OR ($event = 'opened' AND $status = 'sent' AND event = 'withdrawn'));
 
 INSERT INTO alerts (episode_id, event, channel, status, attempts, last_error, first_tried,
-                    last_tried, slice, metric, window_start, route, k)
+                    last_tried, slice, metric, window_start, route, k, gold_version, direction)
 VALUES ($episode_id, $event, $channel, $status, $attempts, $last_error, $first_tried,
-        $last_tried, $slice, $metric, $window_start, $route, $k);
+        $last_tried, $slice, $metric, $window_start, $route, $k, $gold_version, $direction);

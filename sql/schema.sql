@@ -289,7 +289,7 @@ CREATE TABLE IF NOT EXISTS drift_events (
 -- not. Channel names only: URLs, tokens and passwords are never stored.
 CREATE TABLE IF NOT EXISTS alerts (
     episode_id   VARCHAR   NOT NULL,
-    event        VARCHAR   NOT NULL,   -- opened | resolved
+    event        VARCHAR   NOT NULL,   -- opened | resolved | withdrawn
     channel      VARCHAR   NOT NULL,   -- webhook | slack | email
     status       VARCHAR   NOT NULL,   -- sent | failed
     attempts     INTEGER   NOT NULL,
@@ -307,6 +307,14 @@ CREATE TABLE IF NOT EXISTS alerts (
 ALTER TABLE alerts ADD COLUMN IF NOT EXISTS route VARCHAR;
 
 ALTER TABLE alerts ADD COLUMN IF NOT EXISTS k INTEGER;
+
+-- Added later still (NULL in earlier rows): the gold version that judged the episode and its
+-- direction (drop | rise), so that an alerted opening whose episode the drift step no longer
+-- finds, judging the same window under the same gold version, is withdrawn by a message of its
+-- own (event 'withdrawn', sql/pending_alerts.sql). Rows without them are never withdrawn.
+ALTER TABLE alerts ADD COLUMN IF NOT EXISTS gold_version VARCHAR;
+
+ALTER TABLE alerts ADD COLUMN IF NOT EXISTS direction VARCHAR;
 
 -- Public. One row per data-quality check of an interval [interval_start, interval_end) and
 -- stage: 'files', the interval's log files before they are loaded (a blocking failure keeps

@@ -49,6 +49,21 @@ def golden(gold_id: str, chunk_ids: list, question: str = "What is the minimum b
     return {"gold_id": gold_id, "question": question, "gold_chunk_ids": chunk_ids, **extra}
 
 
+def graded_world(tmp_path: Path, lows: dict) -> tuple[Path, Path]:
+    """A golden of 10 chunks and 100 requests on each day of `lows`, the i-th finding
+    low + i % 5 of them (mean recall (low + 2) / 10). Returns the gold and log files."""
+    gold = [f"c{j}" for j in range(10)]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
+    records = []
+    for day, low in lows.items():
+        for i in range(100):
+            hit = low + i % 5
+            records.append(request(f"r{day}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
+                                   ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z"))
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    return tmp_path / "gold.jsonl", tmp_path / "logs.jsonl"
+
+
 def insert_rows(con, table: str, rows: list[dict]) -> None:
     """Insert dicts into a warehouse table as given (no-op for no rows); the table name is the
     calling test's literal, values are bound."""

@@ -13,14 +13,15 @@ import os
 import socket
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
+from conftest import graded_world
 
-from pipeline import cli
+from pipeline import api, cli
 from pipeline.alerts import (
     NO_CHANNELS,
     Channel,
@@ -296,6 +297,128 @@ def test_sending_again_over_the_same_rows_sends_nothing_and_changes_no_row(
     assert rows(warehouse, "alerts") == before and rows(warehouse, "drift_events") == drift
 
 
+def test_an_alerted_opening_that_drift_no_longer_finds_is_withdrawn_once_per_channel(
+        warehouse, hook, smtp):
+    # the drop of day 8 was sent; then late logs arrive, drift judges days 8.. again and finds
+    # no episode: the person paged hears that it is withdrawn, once per channel
+    channels = channels_for(hook, smtp)
+    for number in range(1, 11):
+        insert_replay_day(warehouse, number)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
+    assert [json.loads(r.body)["event"] for r in hook.on("/hook/ab12")] == ["opened"]
+    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
+    warehouse.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(8)})
+    # voided and not judged again yet: nothing is withdrawn on a guess
+    assert send_alerts(warehouse, CONFIG, channels, now=morning_after(10)).deliveries == []
+    for number in range(8, 11):
+        insert_drift(warehouse, number, state="none", decision="stable", value=0.79,
+                     delta=-0.01)
+
+    summary = send_alerts(warehouse, CONFIG, channels, report=REPORT, now=morning_after(11),
+                          backoff=0.01)
+
+    assert (summary.sent, summary.failed) == (3, 0)
+    webhook = [json.loads(r.body) for r in hook.on("/hook/ab12")]
+    assert [m["event"] for m in webhook] == ["opened", "withdrawn"]
+    withdrawn = webhook[1]
+    assert withdrawn["episode_id"] == "ep-all-1"
+    assert withdrawn["title"] == ("recallwatch: mean_recall@10 drop withdrawn on slice all "
+                                  "(route ids, gold g1)")
+    assert (withdrawn["window_start"][:10], withdrawn["decision"], withdrawn["now_state"],
+            withdrawn["value"]) == ("2026-11-08", "stable", "none", 0.79)
+    assert ("the drop sent as opened on day 2026-11-08 is no longer found" in withdrawn["text"]
+            and "the day is stable (episode state none)" in withdrawn["text"])
+    assert smtp.messages[-1]["Subject"].strip() == withdrawn["title"]
+    assert [json.loads(r.body)["text"] for r in hook.on("/services/T0/B0/xyz")][-1] == \
+        withdrawn["title"]
+    assert warehouse.execute(
+        "SELECT channel, status, gold_version, direction FROM alerts WHERE event = 'withdrawn' "
+        "ORDER BY channel").fetchall() == [(c, "sent", "g1", "drop")
+                                           for c in ("email", "slack", "webhook")]
+    # sent once: the next call sends nothing
+    again = send_alerts(warehouse, CONFIG, channels, now=morning_after(12), backoff=0.01)
+    assert (again.sent, again.skipped, again.deliveries) == (0, 3, [])
+
+
+def test_a_withdrawn_episode_that_comes_back_is_announced_again_and_can_resolve(
+        warehouse, hook):
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 11):
+        insert_replay_day(warehouse, number)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
+    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
+    warehouse.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(8)})
+    for number in range(8, 11):
+        insert_drift(warehouse, number, state="none", decision="stable")
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(11), backoff=0.01)
+    # the correction is itself corrected: the episode is found again, then resolves
+    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
+    warehouse.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(8)})
+    for number in range(8, 17):
+        insert_replay_day(warehouse, number)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(16), backoff=0.01)
+
+    assert [(m["event"], m["window_start"][:10]) for m in
+            (json.loads(r.body) for r in hook.on("/hook/ab12"))] == [
+        ("opened", "2026-11-08"), ("withdrawn", "2026-11-08"), ("opened", "2026-11-08"),
+        ("resolved", "2026-11-15")]
+    assert warehouse.execute("SELECT event, status FROM alerts ORDER BY event").fetchall() == \
+        [("opened", "sent"), ("resolved", "sent")]
+
+
+def test_a_resolved_or_unsent_opening_is_never_withdrawn(warehouse, hook):
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 16):
+        insert_replay_day(warehouse, number)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(15), backoff=0.01)
+    # a second episode opened on day 20 is only ever seen by a dry run
+    for number in range(16, 21):
+        insert_drift(warehouse, number, state="opened" if number == 20 else "none",
+                     decision="drop" if number == 20 else "stable",
+                     episode="ep-all-2" if number == 20 else None)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(20), dry_run=True)
+    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
+    warehouse.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(8)})
+    for number in range(8, 21):
+        insert_drift(warehouse, number, state="none", decision="stable")
+
+    summary = send_alerts(warehouse, CONFIG, channels, now=morning_after(21), backoff=0.01)
+
+    assert summary.deliveries == []
+    assert [json.loads(r.body)["event"] for r in hook.on("/hook/ab12")] == \
+        ["opened", "resolved"]
+
+
+def test_a_drop_on_partial_logs_is_withdrawn_when_the_rest_of_the_day_arrives(tmp_path, hook):
+    # days 1-14 at mean recall 0.8; days 15-16 first arrive as a bad sample at 0.5, and the
+    # drop is paged; the corrected logs bring them back to 0.8, and the next run withdraws it
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    warehouse = tmp_path / "w.duckdb"
+    days = [date(2026, 10, 1) + timedelta(days=d) for d in range(16)]
+    gold, logs = graded_world(tmp_path, {d: 6 if d.day <= 14 else 3 for d in days})
+    api.run(warehouse, logs=[str(logs)], gold=str(gold), gold_version="v1",
+            alert_channels=channels, now=datetime(2026, 10, 17, 6))
+    opened = [json.loads(r.body) for r in hook.on("/hook/ab12")]
+    assert {(m["event"], m["slice"]) for m in opened} == {
+        ("opened", "all"), ("opened", "index_version=idx-1")}
+
+    graded_world(tmp_path, {d: 6 for d in days})
+    summary = api.run(warehouse, logs=[str(logs)], alert_channels=channels,
+                      now=datetime(2026, 10, 17, 7))
+
+    messages = [json.loads(r.body) for r in hook.on("/hook/ab12")][len(opened):]
+    assert sorted((m["event"], m["episode_id"], m["window_start"]) for m in messages) == \
+        sorted(("withdrawn", m["episode_id"], m["window_start"]) for m in opened)
+    assert {m["decision"] for m in messages} <= {"stable", "insufficient"}
+    assert (summary.alerts.sent, summary.alerts.failed) == (len(opened), 0)
+    # the warehouse now holds no episode, and a further run sends nothing
+    with connect(warehouse, read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM drift_events WHERE state = 'opened'"
+                       ).fetchall() == [(0,)]
+    api.run(warehouse, alert_channels=channels, now=datetime(2026, 10, 17, 8))
+    assert len(hook.on("/hook/ab12")) == 2 * len(opened)
+
+
 def test_a_channel_answering_503_is_retried_recorded_as_failed_then_delivered_next_call(
         warehouse, hook):
     insert_replay_day(warehouse, OPENED_DAY)
@@ -380,8 +503,6 @@ def test_a_non_ascii_address_a_server_cannot_take_says_what_it_lacks(warehouse):
 
 def test_control_characters_of_a_slice_reach_no_mail_header_nor_terminal(
         warehouse, smtp, tmp_path, monkeypatch, capsys):
-    from pipeline import cli
-
     slice_ = "tag=a\x00b\x1b[31mred\x7f\nwebhook resolved slice all"
     for number in range(1, OPENED_DAY + 1):
         insert_replay_day(warehouse, number, slice_=slice_)

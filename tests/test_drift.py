@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import shutil
 from datetime import date, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from conftest import golden, request, snapshot, write_jsonl
+from conftest import golden, graded_world, request, snapshot, write_jsonl
 
 from pipeline import api
 from pipeline.config import Baseline, parse_baseline, put_in_force, resolve
@@ -226,21 +225,6 @@ def test_a_window_too_small_to_see_the_detectable_drop_is_insufficient_not_stabl
         assert decision == "insufficient"
         assert mdd is None or mdd > 0.10
         assert needed is None or needed > 5
-
-
-def graded_world(tmp_path, lows: dict[date, int]) -> tuple[Path, Path]:
-    """A golden of 10 chunks and 100 requests on each day of `lows`, the i-th finding
-    low + i % 5 of them (mean recall (low + 2) / 10). Returns the gold and log files."""
-    gold = [f"c{j}" for j in range(10)]
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
-    records = []
-    for day, low in lows.items():
-        for i in range(100):
-            hit = low + i % 5
-            records.append(request(f"r{day}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
-                                   ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z"))
-    write_jsonl(tmp_path / "logs.jsonl", records)
-    return tmp_path / "gold.jsonl", tmp_path / "logs.jsonl"
 
 
 def test_a_drop_after_a_long_stable_stretch_has_an_interval_not_crossed_bounds(con, tmp_path):
