@@ -193,6 +193,33 @@ def test_content_held_by_several_chunks_is_found_under_any_of_them(con, tmp_path
     assert recall_of(con, "new") == 1.0
 
 
+def test_a_blank_content_hash_is_no_content_and_carries_nothing(con, tmp_path):
+    # both manifests give "" as the hash: the chunks' texts differ, so the gold chunk is gone
+    # from the new index and a request served only an unrelated chunk is a miss, never a hit
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-5"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [
+        {"chunk_id": "c-5", "content_hash": "", "text": "The fee is five dollars."}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [
+        {"chunk_id": "zz", "content_hash": " ", "text": "Unrelated chunk about weather."},
+        {"chunk_id": "blank", "content_hash": "", "text": ""}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("old", ["c-5"], ts=day(1)),
+        request("new", ["zz"], ts=day(8), index_version="idx-2")])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    result = rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    assert (result.carried.get("content_hash", 0), result.carried["gone"]) == (0, 1)
+    assert recall_of(con, "new") == 0.0
+    assert con.sql("SELECT chunk_id, content_hash FROM index_chunks WHERE chunk_id IN "
+                   "('c-5', 'zz') ORDER BY 1").fetchall() == [
+        ("c-5", hashlib.sha256(b"The fee is five dollars.").hexdigest()),
+        ("zz", hashlib.sha256(b"Unrelated chunk about weather.").hexdigest())]
+    # a row with neither a hash nor a text is quarantined, as when both are missing
+    assert con.sql("SELECT line, reason FROM quarantine WHERE kind = 'index'").fetchall() == [
+        (2, "neither content_hash nor text given")]
+
+
 def test_two_gold_chunks_carried_to_one_chunk_make_one_relevant_chunk(con, tmp_path):
     # a and b held the same content; the rebuilt index keeps it once, as a
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
