@@ -339,6 +339,23 @@ def test_a_span_start_no_clock_holds_is_a_missing_timestamp_not_a_crash(con, tmp
         ("missing or null required field: timestamp",)]
 
 
+def test_a_span_starting_in_the_last_nanoseconds_of_a_day_stays_in_that_day(con, tmp_path):
+    # 2026-11-01T23:59:59.999999999Z: as a native timestamp it keeps its microseconds
+    # (truncated), never rounded into the next day's window
+    path = tmp_path / "traces.jsonl"
+    traced(OtlpJsonLines(path), CASES[:1])
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        export = json.loads(line)
+        for span in export["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+            span["startTimeUnixNano"] = "1793577599999999999"
+        lines[i] = json.dumps(export)
+    path.write_text("\n".join(lines) + "\n")
+    assert ingest_logs(con, [str(path)]).loaded == 1
+    assert con.sql("SELECT strftime(timestamp, '%Y-%m-%dT%H:%M:%S.%f') FROM requests"
+                   ).fetchall() == [("2026-11-01T23:59:59.999999",)]
+
+
 @pytest.mark.parametrize("start", [float("nan"), 1e300])
 def test_a_phoenix_row_starting_at_no_time_is_quarantined_not_a_crash(con, tmp_path, start):
     exporter = InMemorySpanExporter()

@@ -102,3 +102,43 @@ def test_a_blank_gold_passage_is_quarantined_not_counted_as_needed(con, tmp_path
         (1, "gold_passages has an empty or non-string item"),
         (2, "gold_passages has an empty or non-string item")]
     assert con.sql("SELECT gold_id FROM goldens").fetchall() == [("g-3",)]
+
+
+def test_a_csv_header_with_spaces_after_its_commas_names_its_columns(con, tmp_path):
+    # "gold_id, question, gold_chunk_ids" as people type it: no column is lost to the spaces
+    (tmp_path / "gold.csv").write_text("gold_id, question , gold_chunk_ids\n"
+                                       "g-1,What is the fee?,c1|c2\n")
+    assert ingest_gold(con, str(tmp_path / "gold.csv"), "v1").loaded == 1
+    assert con.sql("SELECT gold_id, question, gold_chunk_ids FROM goldens").fetchall() == [
+        ("g-1", "What is the fee?", ["c1", "c2"])]
+
+
+def test_whole_decimal_ids_of_a_parquet_gold_set_load_as_in_a_log(con, tmp_path):
+    # Spark and database exports write integer IDs as decimal(p, 0); a fractional one is no ID
+    from decimal import Decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def gold_file(name: str, scale: int) -> str:
+        pq.write_table(pa.table({
+            "gold_id": pa.array([Decimal(7), Decimal(8)], pa.decimal128(38, scale)),
+            "question": ["q7", "q8"],
+            "gold_chunk_ids": pa.array([[Decimal(70)], [Decimal(80)]],
+                                       pa.list_(pa.decimal128(38, 0))),
+        }), tmp_path / name)
+        return str(tmp_path / name)
+
+    result = ingest_gold(con, gold_file("whole.parquet", 0), "v1")
+    assert (result.loaded, result.quarantined) == (2, 0)
+    assert con.sql("SELECT gold_id, gold_chunk_ids FROM goldens ORDER BY 1").fetchall() == [
+        ("7", ["70"]), ("8", ["80"])]
+    with pytest.raises(RecallwatchError, match="gold_id is not a string"):
+        ingest_gold(con, gold_file("scaled.parquet", 1), "v2")   # 7.0, as a float is no ID
+
+
+def test_a_key_repeated_in_a_gold_record_keeps_its_first_value_as_in_a_log(con, tmp_path):
+    (tmp_path / "gold.jsonl").write_text(
+        '{"gold_id": "a2", "question": "Q b", "gold_chunk_ids": ["c1"], "gold_id": "a3"}\n')
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    assert con.sql("SELECT gold_id FROM goldens").fetchall() == [("a2",)]

@@ -103,3 +103,16 @@ def test_uuid_or_date_looking_ids_stay_text(con, tmp_path):
     assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [
         ("2026-11-01",), ("5d3c6d3e-0b5b-4c2e-9a4e-1c2d3e4f5a6b",),
         ("6e4d7e4f-1c6c-4d3f-8b5f-2d3e4f5a6b7c",)]
+
+
+def test_whole_decimal_chunk_ids_load_as_their_integer(con, tmp_path):
+    # as a log's decimal(p, 0) IDs do (Spark and database exports write integers so)
+    from decimal import Decimal
+
+    pq.write_table(pa.table({
+        "chunk_id": pa.array([Decimal(7), Decimal(12)], pa.decimal128(38, 0)),
+        "text": ["seven", "twelve"]}), tmp_path / "m.parquet")
+    result = ingest_index(con, str(tmp_path / "m.parquet"), "idx-1")
+    assert (result.loaded, result.quarantined) == (2, 0)
+    assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [
+        ("12",), ("7",)]

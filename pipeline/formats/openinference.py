@@ -314,7 +314,8 @@ def _instant(value) -> datetime | None:
             if abs(value) >= scale * 1e8:    # past 1973 in this unit
                 seconds, rest = divmod(int(value), int(scale))
                 return (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=seconds)
-                        + timedelta(microseconds=rest * 1e6 / scale))
+                        # truncated, as a native timestamp's digits past the microsecond
+                        + timedelta(microseconds=rest * 1_000_000 // int(scale)))
         return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=value)
     except (OverflowError, ValueError):
         return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -119,6 +120,9 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
         try:
             with open(path, encoding="utf-8-sig", newline="") as fh:
                 reader = csv.DictReader(fh)
+                # a header written "gold_id, question" names the columns without the spaces
+                if reader.fieldnames:
+                    reader.fieldnames = [name.strip() for name in reader.fieldnames]
                 rows = [(reader.line_num, row) for row in reader]
         except UnicodeDecodeError as exc:
             raise RecallwatchError(
@@ -135,7 +139,7 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
                 yield number, None, reason, raw
                 continue
             try:
-                record = json.loads(text)
+                record = json.loads(text, object_pairs_hook=_first_wins)
             except ValueError:
                 yield number, None, "invalid JSON", text
                 continue
@@ -160,11 +164,24 @@ def _is_text(record: dict) -> bool:
 
 def _as_id(value) -> str | None:
     """An ID as the string it compares as (7 and "7" are one ID); the text is kept exactly as
-    logged, so gold and log IDs meet unchanged. Blank or non-scalar is no ID."""
+    logged, so gold and log IDs meet unchanged. A decimal of scale 0 (Parquet's decimal(p, 0),
+    as Spark and database exports write a whole number) is its integer, as in a log; one of
+    another scale (7.0) is no ID, as a float is not. Blank or non-scalar is no ID."""
+    if isinstance(value, Decimal) and value.is_finite() and value.as_tuple().exponent == 0:
+        value = int(value)
     if value is None or isinstance(value, bool) or not isinstance(value, int | str):
         return None
     text = str(value)
     return text if text.strip() else None
+
+
+def _first_wins(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose repeated key keeps its first value, as DuckDB's JSON reader reads
+    a log line."""
+    record: dict = {}
+    for key, value in pairs:
+        record.setdefault(key, value)
+    return record
 
 
 def _blank(value) -> bool:

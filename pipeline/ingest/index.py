@@ -6,6 +6,7 @@ sql/load_index.sql, which quarantines bad rows."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -161,8 +162,10 @@ def _manifest_value(column: str, sql_type: str | None,
         bad = f"NOT list_contains({allowed}, json_type({q}))"
         return (f"CASE WHEN NOT ({bad}) THEN json_extract_string({q}, '$') END AS {q}",
                 f"WHEN {bad} THEN {bind(reason)}")
+    # a decimal(p, 0), as Spark and database exports write a whole number, casts without a point
     whole_number = sql_type in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
-                                "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")
+                                "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT") \
+        or re.fullmatch(r"DECIMAL\(\d+,\s*0\)", sql_type) is not None
     if sql_type in ("VARCHAR", "UUID") or (column == "chunk_id" and whole_number):
         return f"CAST({q} AS VARCHAR) AS {q}", None
     return f"NULL::VARCHAR AS {q}", f"WHEN {q} IS NOT NULL THEN {bind(reason)}"
