@@ -10,6 +10,8 @@ import json
 from datetime import UTC, datetime
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from google.protobuf.json_format import MessageToDict
 from openinference.semconv.trace import (
@@ -519,6 +521,50 @@ def test_ragas_logs_without_a_timestamp_column_are_one_clear_error(run_cli, tmp_
     code, out, _ = run_cli("ingest", "logs", tmp_path / "eval.jsonl", "--columns",
                            "timestamp=index_version")
     assert code == 0 and "quarantined 5" in out   # 'idx-1' is no time: every sample says so
+
+
+def test_ragas_ids_and_sessions_written_as_floats_are_quarantined_not_replaced(con, tmp_path):
+    # pandas writes an integer column with a missing value as float64 (1.0): as in a native
+    # log such a value is no ID, and the sample is quarantined instead of taking the next id
+    # column, a made-up ID or no session
+    pd.DataFrame({"id": [1, None, 3], "session_id": [10, 11, None],
+                  **{k: [v] * 3 for k, v in ragas_dataset(SAMPLES[:1])[0].items()}}
+                 ).to_parquet(tmp_path / "eval.parquet")
+    logs = ingest_logs(con, [str(tmp_path / "eval.parquet")])
+    assert (logs.read, logs.loaded, logs.quarantined) == (3, 0, 3)
+    assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
+        (1, "id is not a string"), (2, "session_id is not a string"),
+        (3, "id is not a string")]
+    gold = ingest_gold(con, str(tmp_path / "eval.parquet"), "v1")
+    assert (gold.loaded, gold.quarantined) == (1, 2)
+    assert con.sql("SELECT line, reason FROM quarantine WHERE kind = 'gold' ORDER BY line"
+                   ).fetchall() == [(1, "id is not a string"), (3, "id is not a string")]
+
+
+def test_ragas_tags_get_the_checks_of_a_native_log(con, tmp_path):
+    # a Parquet map keeps its tags; a value that is no object is quarantined, as natively
+    rows = ragas_dataset(SAMPLES[:3])
+    pa_table = pa.Table.from_pylist([{**r, "tags": t} for r, t in zip(rows, [
+        [("tenant", "acme")], [("a", "1"), ("a", "2")], None], strict=True)],
+        schema=pa.Table.from_pylist(rows).schema.append(
+            pa.field("tags", pa.map_(pa.string(), pa.string()))))
+    pq.write_table(pa_table, tmp_path / "eval.parquet")
+    write_jsonl(tmp_path / "eval.jsonl", [{**rows[0], "request_id": "j1", "tags": ["x"]}])
+    summary = ingest_logs(con, [str(tmp_path / "eval.parquet"), str(tmp_path / "eval.jsonl")])
+    assert (summary.loaded, summary.quarantined) == (2, 2)
+    assert con.sql("SELECT query, tags FROM requests ORDER BY 1").fetchall() == [
+        ("minimum balance?", {"tenant": "acme"}), ("rural balance?", None)]
+    assert sorted(con.sql("SELECT reason FROM quarantine").fetchall()) == [
+        ("tags has a duplicate key: a",), ("tags is not an object",)]
+
+
+def test_a_ragas_csv_header_with_spaces_after_its_commas_reads_as_logs(con, tmp_path):
+    (tmp_path / "eval.csv").write_text(
+        'user_input, retrieved_context_ids, timestamp, index_version\n'
+        'q1,"[""c1""]",2026-11-01T10:00:00Z,v1\n')
+    summary = ingest_logs(con, [str(tmp_path / "eval.csv")])
+    assert (summary.loaded, summary.quarantined) == (1, 0)
+    assert con.sql("SELECT query, index_version FROM requests").fetchall() == [("q1", "v1")]
 
 
 def test_multi_turn_sample_is_quarantined(con, tmp_path):

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -76,6 +77,25 @@ class Format:
 
 
 _FORMATS: dict[str, Format] = {}
+
+
+def text_id(value) -> str | None:
+    """An ID read by Python (a gold set, a converted format) as the text it compares as, as a
+    log's is: text, or a whole number (7 and "7" are one ID; a decimal of scale 0, as Spark and
+    database exports write one, is its integer). A float (pandas' 7.0), a decimal of another
+    scale, a bool, a list or blank text is no ID: None."""
+    if isinstance(value, Decimal) and value.is_finite() and value.as_tuple().exponent == 0:
+        value = int(value)
+    if value is None or isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    text = str(value)
+    return text if text.strip() else None
+
+
+def is_blank(value) -> bool:
+    """No value: None, NaN (a missing cell as pandas writes it) or blank text."""
+    return (value is None or (isinstance(value, float) and value != value)
+            or (isinstance(value, str) and not value.strip()))
 
 
 def register(fmt: Format) -> Format:

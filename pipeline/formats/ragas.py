@@ -21,9 +21,10 @@ SHA-256>-<line>`, stable for the same content wherever it is read from. A log ne
 an index version, which RAGAS has no column for: the file must have `timestamp` and
 `index_version` columns (or name its own with `--columns timestamp=COL,index_version=COL`),
 and a file without them is refused, naming them. `session_id`, `index_size`, `k`, `turn` and
-`tags` are read from columns of those names when present. List columns may be lists, JSON
-text, or Python list text (as pandas writes a list to CSV). Multi-turn samples (user_input a
-list of messages) are quarantined."""
+`tags` are read from columns of those names when present, and judged as a native record's
+fields are (an ID written as a float is quarantined, never passed over). List columns may
+be lists, JSON text, or Python list text (as pandas writes a list to CSV). Multi-turn samples
+(user_input a list of messages) are quarantined."""
 
 from __future__ import annotations
 
@@ -37,7 +38,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import RecallwatchError
-from pipeline.formats import LINE_COLUMN, NATIVE_SCHEMA, Format, is_parquet, register
+from pipeline.formats import (
+    LINE_COLUMN,
+    NATIVE_SCHEMA,
+    Format,
+    is_blank,
+    is_parquet,
+    register,
+    text_id,
+)
 
 NAME = "ragas"
 USER_INPUT = "user_input"
@@ -69,20 +78,29 @@ def is_sample(record: dict) -> bool:
     return USER_INPUT in record and "question" not in record
 
 
-def _given_gold_id(record: dict) -> str | None:
-    """The sample's id column, if it has one."""
-    return next((v for c in GOLD_ID_COLUMNS if (v := _id(record.get(c))) is not None), None)
+def _given_id(record: dict, columns: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """(the value of the first of `columns` the sample gives, the reason when that value is
+    no ID): a float (pandas' 7.0 in an integer column with a missing value) is quarantined
+    as in a native log, never passed over for the next column or a made-up ID."""
+    for column in columns:
+        value = record.get(column)
+        if is_blank(value):
+            continue
+        as_id = text_id(value)
+        return (as_id, None) if as_id is not None else (None, f"{column} is not a string")
+    return None, None
 
 
-def gold_id(record: dict) -> str | None:
-    """The sample's golden: its id column, else a hash of its user_input."""
-    value = _given_gold_id(record)
-    if value is not None:
-        return value
+def gold_id(record: dict) -> tuple[str | None, str | None]:
+    """The sample's golden: its id column, else a hash of its user_input; or why its id
+    column's value is no ID."""
+    value, problem = _given_id(record, GOLD_ID_COLUMNS)
+    if value is not None or problem:
+        return value, problem
     question = record.get(USER_INPUT)
     if not isinstance(question, str):
-        return None
-    return "ragas-" + hashlib.sha256(question.encode("utf-8")).hexdigest()[:16]
+        return None, None
+    return "ragas-" + hashlib.sha256(question.encode("utf-8")).hexdigest()[:16], None
 
 
 def golden(record: dict) -> tuple[dict | None, str | None]:
@@ -90,7 +108,10 @@ def golden(record: dict) -> tuple[dict | None, str | None]:
     reason it cannot be one."""
     if not isinstance(record.get(USER_INPUT), str):
         return None, MULTI_TURN
-    native = {"gold_id": gold_id(record), "question": record[USER_INPUT],
+    given, problem = gold_id(record)
+    if problem:
+        return None, problem
+    native = {"gold_id": given, "question": record[USER_INPUT],
               "reference": record.get(REFERENCE) or None}
     for field, column in (("gold_chunk_ids", REFERENCE_CONTEXT_IDS),
                           ("gold_passages", REFERENCE_CONTEXTS)):
@@ -143,33 +164,53 @@ def _columns(given) -> dict[str, str]:
 
 
 def _request(line: int, record: dict, columns: dict[str, str], digest: str) -> dict:
-    request_id = next((v for c in REQUEST_ID_COLUMNS if (v := _id(record.get(c))) is not None),
-                      f"ragas-{digest}-{line}")
+    """One sample as a native request; `problem` holds the first reason it cannot load (its
+    fields are judged in the order a native record's are)."""
+    request_id, id_problem = _given_id(record, REQUEST_ID_COLUMNS)
+    # without an id column the request joins its golden by its query text, so a gold set of
+    # any format can serve it (the hash would match only a RAGAS gold set)
+    given_gold, gold_problem = _given_id(record, GOLD_ID_COLUMNS)
+    index_version, index_problem = _given_id(record, (columns["index_version"],))
+    session_id, session_problem = _given_id(record, (columns["session_id"],))
+    tags, tags_problem = _tags(record.get(columns["tags"]), columns["tags"])
     query = record.get(USER_INPUT)
-    row = {LINE_COLUMN: line, "request_id": request_id,
+    row = {LINE_COLUMN: line, "request_id": request_id or f"ragas-{digest}-{line}",
            "timestamp": _instant(record.get(columns["timestamp"])),
            "query": query if isinstance(query, str) else None,
-           # without an id column the request joins its golden by its query text, so a gold
-           # set of any format can serve it (the hash would match only a RAGAS gold set)
-           "gold_id": _given_gold_id(record),
-           "index_version": _id(record.get(columns["index_version"])),
-           "session_id": _id(record.get(columns["session_id"])),
+           "gold_id": given_gold, "index_version": index_version, "session_id": session_id,
+           "tags": tags,
            "response": record.get(RESPONSE) if isinstance(record.get(RESPONSE), str) else None}
     for field in ("index_size", "k", "turn"):
         row[field] = _number(record.get(columns[field]))
-    tags = record.get(columns["tags"])
-    if isinstance(tags, str) and tags.strip().startswith("{"):
-        try:
-            tags = json.loads(tags)
-        except ValueError:
-            pass
-    if isinstance(tags, dict):
-        row["tags"] = [(str(k), v if isinstance(v, str) else json.dumps(v))
-                       for k, v in tags.items() if v is not None]
     retrieved, problem = _retrieved(record)
     row["retrieved"] = retrieved
-    row["problem"] = MULTI_TURN if not isinstance(query, str) and query is not None else problem
+    multi_turn = MULTI_TURN if not isinstance(query, str) and query is not None else None
+    row["problem"] = next((p for p in (id_problem, multi_turn, gold_problem, index_problem,
+                                       session_problem, tags_problem, problem) if p), None)
     return row
+
+
+def _tags(value, column: str) -> tuple[list[tuple[str, str]] | None, str | None]:
+    """A tags cell as the native map's entries: an object (JSON text in CSV or JSON Lines, a
+    struct or map in Parquet, which pyarrow gives as key-value pairs); any other value is
+    quarantined as in a native log."""
+    if is_blank(value):
+        return None, None
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    if isinstance(value, list) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
+        keys = [key for key, _ in value]
+        repeated = next((key for i, key in enumerate(keys) if key in keys[:i]), None)
+        if repeated is not None:
+            return None, f"{column} has a duplicate key: {str(repeated)[:80]}"
+        value = dict(value)
+    if not isinstance(value, dict):
+        return None, f"{column} is not an object"
+    return [(str(k), v if isinstance(v, str) else json.dumps(v))
+            for k, v in value.items() if v is not None], None
 
 
 def _retrieved(record: dict) -> tuple[list[dict] | None, str | None]:
@@ -208,15 +249,7 @@ def _list(value, *, ids: bool = False):
                 return _BAD
     if not isinstance(value, list | tuple):
         return _BAD
-    return [_id(item) for item in value] if ids else list(value)
-
-
-def _id(value) -> str | None:
-    """An ID as the text it compares as (7 and "7" are one ID); blank or non-scalar is none."""
-    if value is None or isinstance(value, bool) or not isinstance(value, int | str):
-        return None
-    text = str(value)
-    return text if text.strip() else None
+    return [text_id(item) for item in value] if ids else list(value)
 
 
 def _instant(value) -> str | None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import RecallwatchError
-from pipeline.formats import ragas
+from pipeline.formats import ragas, text_id
 from pipeline.ingest.files import (
     DEFAULT_MAX_RECORD_BYTES,
     TABLE_SUFFIXES,
@@ -162,19 +161,6 @@ def _is_text(record: dict) -> bool:
     return True
 
 
-def _as_id(value) -> str | None:
-    """An ID as the string it compares as (7 and "7" are one ID); the text is kept exactly as
-    logged, so gold and log IDs meet unchanged. A decimal of scale 0 (Parquet's decimal(p, 0),
-    as Spark and database exports write a whole number) is its integer, as in a log; one of
-    another scale (7.0) is no ID, as a float is not. Blank or non-scalar is no ID."""
-    if isinstance(value, Decimal) and value.is_finite() and value.as_tuple().exponent == 0:
-        value = int(value)
-    if value is None or isinstance(value, bool) or not isinstance(value, int | str):
-        return None
-    text = str(value)
-    return text if text.strip() else None
-
-
 def _first_wins(pairs: list[tuple[str, object]]) -> dict:
     """A JSON object whose repeated key keeps its first value, as DuckDB's JSON reader reads
     a log line."""
@@ -208,7 +194,7 @@ def _as_list(value, field: str) -> tuple[list[str] | None, str | None]:
     for item in value:
         # a blank passage is nothing to compare, yet would count as needed (and never found):
         # refused as a blank gold chunk ID is; a blank claim is dropped (claims_from_gold.sql)
-        as_text = _as_id(item) if field == "gold_chunk_ids" else (
+        as_text = text_id(item) if field == "gold_chunk_ids" else (
             item if isinstance(item, str) and (field == "claims" or item.strip()) else None)
         if as_text is None:
             return None, f"{field} has an empty or non-string item"
@@ -217,7 +203,7 @@ def _as_list(value, field: str) -> tuple[list[str] | None, str | None]:
 
 
 def _check_golden(record: dict) -> tuple[dict | None, str | None]:
-    gold_id = _as_id(record.get("gold_id"))
+    gold_id = text_id(record.get("gold_id"))
     if gold_id is None:
         # as in a log: a float (pandas' 7.0), a bool or a list is no ID
         return None, ("missing or null required field: gold_id" if _blank(record.get("gold_id"))
