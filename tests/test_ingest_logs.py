@@ -9,6 +9,7 @@ import gzip
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -460,6 +461,48 @@ def test_a_quarantined_conflicting_copy_loads_once_the_copy_it_conflicted_with_i
     before = snapshot(con)
     ingest_logs(con, files)
     assert snapshot(con) == before
+
+
+def test_a_quarantined_copy_in_a_file_outside_the_call_is_judged_again_in_that_call(
+        con, tmp_path):
+    # a scheduled run gives one day's file: the corrected f1 alone. f2, which holds the copy
+    # of r3 quarantined against f1's, is read again in the same call, so r3 is never lost
+    f1, f2 = tmp_path / "f1.jsonl", tmp_path / "f2.jsonl"
+    write_jsonl(f1, [request("r1", ["a"]), request("r3", ["a"])])
+    write_jsonl(f2, [request("r2", ["b"]), request("r3", ["b"], ts="2026-11-02T12:00:00Z")])
+    ingest_logs(con, [str(f1)])
+    ingest_logs(con, [str(f2)])
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(1,)]
+    write_jsonl(f1, [request("r1", ["a"])])   # f1 no longer delivers r3
+
+    summary = ingest_logs(con, [str(f1)])
+
+    assert [(Path(f.source).name, f.read, f.loaded, f.quarantined) for f in summary.files] == [
+        ("f1.jsonl", 1, 1, 0), ("f2.jsonl", 2, 2, 0)]
+    assert con.sql("SELECT request_id, parse_filename(source) FROM requests ORDER BY 1"
+                   ).fetchall() == [("r1", "f1.jsonl"), ("r2", "f2.jsonl"), ("r3", "f2.jsonl")]
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
+    before = snapshot(con)
+    again = ingest_logs(con, [str(f1)])
+    assert snapshot(con) == before and all(f.skipped for f in again.files)
+
+
+def test_a_file_outside_the_call_read_with_other_options_waits_for_its_next_ingest(
+        con, tmp_path):
+    # f2 was read with another size limit: reading it with this call's would change which of
+    # its records load, so it is only marked, and its next ingest (with its own options) reads it
+    f1, f2 = tmp_path / "f1.jsonl", tmp_path / "f2.jsonl"
+    write_jsonl(f1, [request("r3", ["a"])])
+    write_jsonl(f2, [request("r3", ["b"])])
+    ingest_logs(con, [str(f1)])
+    ingest_logs(con, [str(f2)], max_record_bytes=2 << 20)
+    write_jsonl(f1, [request("r1", ["a"])])
+    assert [Path(f.source).name for f in ingest_logs(con, [str(f1)]).files] == ["f1.jsonl"]
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(1,)]
+    ingest_logs(con, [str(f2)], max_record_bytes=2 << 20)
+    assert con.sql("SELECT request_id, parse_filename(source) FROM requests ORDER BY 1"
+                   ).fetchall() == [("r1", "f1.jsonl"), ("r3", "f2.jsonl")]
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
 
 
 def test_a_conflicting_copy_loads_once_the_loaded_request_became_identical_to_it(

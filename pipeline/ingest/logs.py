@@ -42,7 +42,7 @@ from pipeline.ingest.files import (
     unreadable,
 )
 from pipeline.progress import Progress
-from pipeline.sources import Delivery, ReadOptions, deliveries
+from pipeline.sources import Delivery, LocalFile, ReadOptions, deliveries, scheme
 from pipeline.warehouse import (
     insertion_order,
     quote_identifier,
@@ -72,22 +72,51 @@ def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RE
     found = deliveries(paths, LOG_SUFFIXES, options)
     by_source = {d.source: d for d in found}
     results: dict[str, FileResult] = {}
-    queue, read_again = [d.source for d in found], set()
+    queue, read_again, outside = [d.source for d in found], set(), set()
     while queue:
         source = queue.pop(0)
         if progress:
-            progress(f"ingest {_short(source)}", len(results), len(found))
+            progress(f"ingest {_short(source)}", len(results), len(by_source))
         results[source], rejudge = _ingest_log_delivery(con, by_source[source],
                                                         max_record_bytes, options)
         # a delivery whose copies were quarantined as conflicting with requests this one no
-        # longer delivers is read again (already read in this call: now, once; else when it
-        # comes up or on its next ingest)
+        # longer delivers is read again, once: already read in this call, now; to come in
+        # this call, when it comes up; given in no call of today (a scheduled run gives one
+        # day's files), after the others, below
         again = [s for s in by_source if s in rejudge and s in results and s not in read_again]
         read_again.update(again)
         queue += again
+        outside |= {s for s in rejudge if s not in by_source}
+        if not queue:
+            for other in sorted(outside):
+                if _read_as_given(con, other, _options_text(max_record_bytes, options)):
+                    by_source[other] = LocalFile(Path(other))
+                    read_again.add(other)
+                    queue.append(other)
+            outside.clear()
     if progress:
-        progress("ingest", len(found), len(found))
-    return IngestSummary(tuple(results[d.source] for d in found))
+        progress("ingest", len(by_source), len(by_source))
+    return IngestSummary(tuple(results[source] for source in by_source))
+
+
+def _options_text(max_record_bytes: int, options: ReadOptions) -> str:
+    """How a delivery is read, recorded with it: the size limit and the format change which
+    records load, so a change re-reads it."""
+    text = f"max_record_bytes={max_record_bytes}"
+    if options.fmt or options.columns:
+        text += ";" + options.fingerprint()
+    return text
+
+
+def _read_as_given(con, source: str, options_text: str) -> bool:
+    """Whether a delivery outside this call can be read again here as it was read before: a
+    local file still there, recorded with the options of this call. Another (an s3:// object,
+    a table's rows, a file read with other options) waits for its next ingest, marked to be
+    read again (sql/rejudge_conflicts.sql)."""
+    if scheme(source) is not None or not Path(source).is_file():
+        return False
+    previous = previous_ingest(con, "logs", source, None)
+    return previous is not None and previous.options == options_text
 
 
 def _short(source: str) -> str:
@@ -101,10 +130,7 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int,
     quarantined conflicting copies must be judged again."""
     source = delivery.source
     digest = delivery.digest()
-    # the size limit and the format change which records load, so a change re-reads it
-    options_text = f"max_record_bytes={max_record_bytes}"
-    if options.fmt or options.columns:
-        options_text += ";" + options.fingerprint()
+    options_text = _options_text(max_record_bytes, options)
     previous = previous_ingest(con, "logs", source, None)
     skipped = unchanged(previous, source, digest, options_text)
     if skipped:
