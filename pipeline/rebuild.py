@@ -87,6 +87,7 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
                                "(e.g. 2026-11-08 or 2026-11-08T06:00).")
     loaded = ingest_index(con, manifest, index_version)
     _carry(con, index_version, live_from)
+    carry_again(con)   # the rebuilds that went live after it chain through it
     rescored, aggregated = _catch_up(con, index_version, live_from, progress)
     counts = dict(con.execute(queries("rebuild_carried")["carried_counts"],
                               {"index_version": index_version}).fetchall())
@@ -102,7 +103,9 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
 def carry_again(con) -> None:
     """Carry every gold set's chunks anew to each rebuilt index (in the order they went live,
     as rebuilds chain through the index before): a manifest or gold set loaded since changes
-    what they match. The days it changes are found stale by the next scoring."""
+    what they match, and logs loaded since can change which index served last before each
+    went live. The days it changes are found stale by the next scoring; carrying what is
+    already carried changes nothing."""
     rebuilt = con.execute("SELECT index_version, min(live_from) FROM carried_gold_ids "
                           "GROUP BY index_version ORDER BY 2, 1").fetchall()
     for index_version, live_from in rebuilt:

@@ -56,11 +56,14 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         check_report_dir(report_dir)
     loaded = [ingest_gold(con, gold, gold_version)] if gold else []
     loaded += [ingest_index(con, path, version) for path, version in index or []]
-    if any(not result.skipped for result in loaded):
+    summary = ingest_logs(con, logs, progress=progress, options=read) if logs else None
+    if con.execute("SELECT 1 FROM carried_gold_ids LIMIT 1").fetchall():
         from pipeline.rebuild import carry_again
 
-        carry_again(con)   # a rebuilt index's carried gold IDs follow the new content
-    summary = ingest_logs(con, logs, progress=progress, options=read) if logs else None
+        # a rebuilt index's carried gold IDs follow the content loaded since and the logs,
+        # also those loaded by `ingest logs` before this run (late days can change which
+        # index served last before a rebuild)
+        carry_again(con)
     # everything is checked before anything is put in force
     config = resolve(con, cutoffs=cutoffs, pass_mark=pass_mark, gold_version=gold_version)
     has_requests = bool(con.execute("SELECT 1 FROM requests LIMIT 1").fetchall())

@@ -3,8 +3,11 @@
 -- Grain: carried_gold_ids one row per gold version x gold chunk x chunk it is compared as in
 -- $index_version. Parameters: $index_version (the rebuilt index, its manifest loaded),
 -- $live_from (TIMESTAMP, UTC: when it went live).
--- The old content of a gold chunk comes from the other loaded manifests, the one that served
--- last before $live_from first (then by version name); where an earlier rebuild carried the
+-- The old content of a gold chunk comes from the manifests of the indexes that served before
+-- $live_from, the one that served last first; only when no loaded manifest's index served
+-- before it (logs that start after the rebuild) from the others, by version name. An index
+-- that went live at or after $live_from (its first request, or its own rebuild) is never a
+-- source, so what is carried does not depend on what was loaded later; where an earlier rebuild carried the
 -- chunk to such a version, its content there is that of the chunk it was carried to, so
 -- rebuilds chain. Content matches when a content_hash or the sha256 of the text (as
 -- sql/load_index.sql hashes it) agrees. how: same_id (the new manifest holds the ID with that
@@ -19,15 +22,32 @@ INSERT INTO carried_gold_ids
 WITH gold_chunks AS (
     SELECT DISTINCT gold_version, unnest(gold_chunk_ids) AS gold_chunk_id FROM goldens
 ),
-preference AS (
-    -- every other loaded manifest, the one that served last before live_from first
-    SELECT v.index_version,
-           row_number() OVER (ORDER BY s.last_served DESC NULLS LAST, v.index_version DESC)
-               AS preference
+served AS (
+    SELECT index_version, max(timestamp) FILTER (WHERE timestamp < $live_from) AS last_served,
+           min(timestamp) AS first_served
+    FROM requests
+    GROUP BY index_version
+),
+candidates AS (
+    -- every other loaded manifest but those of indexes that went live at or after this one
+    SELECT v.index_version, s.last_served
     FROM (SELECT DISTINCT index_version FROM index_chunks
           WHERE index_version <> $index_version) v
-    LEFT JOIN (SELECT index_version, max(timestamp) AS last_served FROM requests
-               WHERE timestamp < $live_from GROUP BY index_version) s USING (index_version)
+    LEFT JOIN served s USING (index_version)
+    WHERE NOT coalesce(s.first_served >= $live_from, false)
+      AND v.index_version NOT IN (SELECT index_version FROM carried_gold_ids
+                                  WHERE live_from >= $live_from
+                                    AND index_version <> $index_version)
+),
+preference AS (
+    -- the ones that served before live_from, the last to serve first; the others only when
+    -- none did
+    SELECT index_version,
+           row_number() OVER (ORDER BY last_served DESC NULLS LAST, index_version DESC)
+               AS preference
+    FROM candidates
+    WHERE last_served IS NOT NULL
+       OR NOT EXISTS (SELECT 1 FROM candidates WHERE last_served IS NOT NULL)
 ),
 stood_for AS (
     -- the chunk that stood for a gold chunk in another version: itself, unless a rebuild

@@ -149,15 +149,16 @@ def test_rebuild_twice_changes_nothing(con, world):
     assert (snapshot(con), carried(con)) == before
 
 
-def test_carrying_to_a_new_gold_set_makes_its_days_stale(con, world, tmp_path):
+def test_a_gold_set_loaded_apart_is_carried_by_the_next_run(con, world, tmp_path):
     rebuild(con, "idx-2", world, LIVE)
     write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["c-1"])])
-    ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2")
-    run(con)   # scored with v2, which nothing was carried for yet
-    assert recall_of(con, "a-8-0") == 0.0
-    result = rebuild(con, "idx-2", world, LIVE)   # manifest unchanged; v2's chunks carried
-    assert len(result.days_rescored) == 3
+    ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2")   # the step alone carries nothing
+    assert not [row for row in carried(con) if row[0] == "v2"]
+    run(con)   # carries v2's chunks, then scores with v2
+    assert ("v2", "idx-2", "c-1", "n-1", "content_hash", "idx-1") in carried(con)
     assert recall_of(con, "a-8-0") == 1.0
+    result = rebuild(con, "idx-2", world, LIVE)   # the same rebuild again: nothing to redo
+    assert result.days_rescored == ()
 
 
 def test_a_manifest_loaded_again_after_the_rebuild_is_carried_anew(con, world, tmp_path):
@@ -334,3 +335,73 @@ def test_cli_rebuild_prints_what_was_carried(run_cli, tmp_path, warehouse):
     code, _, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
                            "--live-from", "next week")
     assert code == 2 and "--live-from 'next week' is not an ISO date" in err
+
+
+def test_late_logs_of_another_index_before_the_rebuild_carry_from_it_as_a_fresh_build(
+        con, tmp_path):
+    # day 1 served by zeta, day 2 by alpha (its logs arrive late), the rebuilt index from day
+    # 3: the gold chunk's content is alpha's, which served last, whatever the order of loads
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "zeta.jsonl", [{"chunk_id": "c-1", "text": "zeta text"}])
+    write_jsonl(tmp_path / "alpha.jsonl", [{"chunk_id": "c-1", "text": "alpha text"}])
+    write_jsonl(tmp_path / "new.jsonl", [{"chunk_id": "n-1", "text": "alpha text"},
+                                         {"chunk_id": "n-2", "text": "zeta text"}])
+    write_jsonl(tmp_path / "d1.jsonl", [request("r1", ["c-1"], ts=day(1), index_version="zeta")])
+    write_jsonl(tmp_path / "d2.jsonl", [request("r2", ["c-1"], ts=day(2),
+                                                index_version="alpha")])
+    write_jsonl(tmp_path / "d3.jsonl", [request("r3", ["n-1"], ts=day(3), index_version="new")])
+    live = datetime(2026, 11, 3)
+
+    def loaded(con, order: list[str]) -> list[tuple]:
+        ingest_index(con, str(tmp_path / "zeta.jsonl"), "zeta")
+        ingest_index(con, str(tmp_path / "alpha.jsonl"), "alpha")
+        ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+        for step in order:
+            if step == "rebuild":
+                rebuild(con, "new", str(tmp_path / "new.jsonl"), live)
+            else:
+                run(con, logs=[str(tmp_path / f"{step}.jsonl")])
+        run(con)
+        return con.sql("SELECT request_id, recall FROM request_scores ORDER BY 1").fetchall()
+
+    late = loaded(con, ["d1", "d3", "rebuild", "d2"])
+    assert ("v1", "new", "c-1", "n-1", "content_hash", "alpha") in carried(con)
+    from pipeline.warehouse import connect
+    with connect(tmp_path / "fresh.duckdb") as fresh:
+        assert loaded(fresh, ["d1", "d2", "d3", "rebuild"]) == late == [
+            ("r1", 1.0), ("r2", 1.0), ("r3", 1.0)]
+
+
+def test_what_a_rebuild_carried_does_not_change_with_later_indexes_or_other_manifests(
+        con, tmp_path):
+    # idx-1 served and lacks c-9: idx-2 knows nothing of c-9's content. A later rebuild
+    # (idx-3 holds a c-9) and an unrelated manifest are no source for idx-2
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1", "c-9"])])
+    write_jsonl(tmp_path / "idx1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx2.jsonl", [{"chunk_id": "m-1", "text": "alpha"},
+                                          {"chunk_id": "q-9", "text": "zzz"}])
+    write_jsonl(tmp_path / "idx3.jsonl", [{"chunk_id": "c-9", "text": "zzz"},
+                                          {"chunk_id": "n-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "staging.jsonl", [{"chunk_id": "c-9", "text": "zzz"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r1", ["c-1"], ts=day(1), index_version="idx-1"),
+        request("r2", ["m-1", "q-9"], ts=day(3), index_version="idx-2"),
+        request("r3", ["n-1", "c-9"], ts=day(5), index_version="idx-3")])
+    ingest_index(con, str(tmp_path / "idx1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx2.jsonl"), datetime(2026, 11, 3))
+    rebuild(con, "idx-3", str(tmp_path / "idx3.jsonl"), datetime(2026, 11, 5))
+    run(con)
+    before = snapshot(con)
+    assert ("v1", "idx-2", "c-9", "c-9", "unknown", None) in carried(con)
+    assert recall_of(con, "r2") == 0.5
+
+    rebuild(con, "idx-2", str(tmp_path / "idx2.jsonl"), datetime(2026, 11, 3))
+    assert snapshot(con) == before
+    ingest_index(con, str(tmp_path / "staging.jsonl"), "staging")
+    run(con)
+    assert recall_of(con, "r2") == 0.5
+    assert [row for row in carried(con) if row[1] == "idx-2"] == [
+        ("v1", "idx-2", "c-1", "m-1", "content_hash", "idx-1"),
+        ("v1", "idx-2", "c-9", "c-9", "unknown", None)]
