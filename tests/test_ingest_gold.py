@@ -142,3 +142,13 @@ def test_a_key_repeated_in_a_gold_record_keeps_its_first_value_as_in_a_log(con, 
         '{"gold_id": "a2", "question": "Q b", "gold_chunk_ids": ["c1"], "gold_id": "a3"}\n')
     ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
     assert con.sql("SELECT gold_id FROM goldens").fetchall() == [("a2",)]
+
+
+def test_gold_csv_rows_are_numbered_by_the_line_they_start_on(con, tmp_path):
+    (tmp_path / "gold.csv").write_text(
+        'gold_id,question,reference\ng-1,"What is\nthe fee?",five\n\ng-2,,"none\r\nat all"\n'
+        'g-3,Why?,x\n')
+    result = ingest_gold(con, str(tmp_path / "gold.csv"), "v1")
+    assert (result.loaded, result.quarantined) == (2, 1)
+    assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [
+        (5, "missing or null required field: question")]

@@ -116,3 +116,18 @@ def test_whole_decimal_chunk_ids_load_as_their_integer(con, tmp_path):
     assert (result.loaded, result.quarantined) == (2, 0)
     assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [
         ("12",), ("7",)]
+
+
+def test_csv_manifest_rows_are_numbered_by_the_line_they_start_on(con, tmp_path):
+    # a quoted text spanning two lines and blank lines (which DuckDB skips) move the rows after
+    # them: the quarantined row is named by the line it is on, as in the file
+    csv_file = tmp_path / "m.csv"
+    csv_file.write_text('chunk_id,text\nc1,one\n\nc2,"multi\nline"\n\nc3,\n;x,"a;b"\n')
+    result = ingest_index(con, str(csv_file), "idx-c")
+    assert (result.read, result.loaded, result.quarantined) == (4, 3, 1)
+    assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [
+        (7, "neither content_hash nor text given")]
+    semi = tmp_path / "semi.csv"   # another delimiter, as DuckDB detects it
+    semi.write_text('chunk_id;text\n"s1";"one\ntwo"\ns2;\n')
+    ingest_index(con, str(semi), "idx-s")
+    assert con.sql("SELECT line FROM quarantine WHERE version = 'idx-s'").fetchall() == [(4,)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,6 +104,8 @@ def ingest_gold(con, path: str, version: str) -> FileResult:
                            n_read - len(bad), len(bad))
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
 def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, str]]:
     """Yield (line, record or None, reason, raw) for each record of a JSONL/CSV/Parquet
     file (a gold set; a RAGAS dataset read as logs); raw is the record as read, for
@@ -122,7 +125,8 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
                 # a header written "gold_id, question" names the columns without the spaces
                 if reader.fieldnames:
                     reader.fieldnames = [name.strip() for name in reader.fieldnames]
-                rows = [(reader.line_num, row) for row in reader]
+                # numbered by the line a record starts on (line_num is where it ends)
+                rows = [(reader.line_num - _line_breaks(row), row) for row in reader]
         except UnicodeDecodeError as exc:
             raise RecallwatchError(
                 f"{path}: not valid UTF-8 (byte {exc.start}); save the gold set as UTF-8."
@@ -159,6 +163,13 @@ def _is_text(record: dict) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _line_breaks(row: dict) -> int:
+    """The line breaks inside a CSV record's quoted fields (a line's end: CRLF, CR or LF)."""
+    values = [v for value in row.values()
+              for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
+    return sum(len(_LINE_BREAK.findall(v)) for v in values)
 
 
 def _first_wins(pairs: list[tuple[str, object]]) -> dict:

@@ -6,10 +6,12 @@ sql/load_index.sql, which quarantines bad rows."""
 
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from pipeline.errors import RecallwatchError
 from pipeline.ingest.fields import BoundValues
@@ -68,7 +70,54 @@ def ingest_index(con, path: str, version: str) -> FileResult:
             raise  # not the file's fault: the CLI names the memory setting
         except duckdb.Error as exc:
             raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
+        if first_line == 2:
+            _number_csv_lines(con, file)
         return _load_staged(con, file, version, digest, [])
+
+
+def _number_csv_lines(con, file: Path) -> None:
+    """Number a CSV manifest's rows by the line each starts on when that is not its row + 1:
+    a quoted field holding a line break spans lines, and DuckDB skips blank lines. The file is
+    read again here, with the dialect DuckDB detected, only when it holds a quote or a blank
+    line; if the two readers do not agree on the rows, the row numbers stay."""
+    if not _may_span_lines(file):
+        return
+    ((delimiter, quote, escape),) = con.execute(
+        "SELECT Delimiter, Quote, Escape FROM sniff_csv($path)", {"path": str(file)}).fetchall()
+    # sniff_csv says "(empty)" for none; an escape that is the quote is the doubled quote
+    quote = quote if quote and quote != "(empty)" else None
+    escape = escape if escape and escape not in ("(empty)", quote) else None
+    starts: list[int] = []
+    with open(file, encoding="utf-8-sig", errors="replace", newline="") as fh:
+        reader = csv.reader(fh, delimiter=delimiter or ",", quotechar=quote,
+                            quoting=csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE,
+                            escapechar=escape, doublequote=True, strict=False)
+        end = 0
+        for row in reader:
+            if row and end > 0:   # the header (first) and blank lines are no rows
+                starts.append(end + 1)
+            end = reader.line_num
+    ((n_rows,),) = con.execute("SELECT count(*) FROM stage_index").fetchall()
+    if len(starts) != n_rows:
+        return
+    con.register("csv_line_starts", pa.table({
+        "row": pa.array(range(2, n_rows + 2), pa.int64()), "start": pa.array(starts, pa.int64())}))
+    con.execute("UPDATE stage_index SET line = s.start FROM csv_line_starts s "
+                "WHERE stage_index.line = s.row")
+    con.unregister("csv_line_starts")
+
+
+def _may_span_lines(file: Path) -> bool:
+    """Whether a CSV file holds a quote or a blank line, either of which can part a row's
+    number from its line's."""
+    tail = b""
+    with open(file, "rb") as fh:
+        while block := fh.read(1 << 20):
+            text = tail + block
+            if b'"' in text or b"\n\n" in text or b"\n\r\n" in text:
+                return True
+            tail = text[-2:]
+    return False
 
 
 def _stage_manifest_lines(con, file: Path, version: str) -> list[tuple[int, str, str]]:
