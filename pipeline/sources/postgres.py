@@ -48,10 +48,15 @@ LOG_FIELDS = (*(f.name for f in fields.REQUEST_FIELDS), "retrieved", "retrieval_
 LINE = "line"   # --columns line=COLUMN: the column whose values name rows in quarantine
 INTEGER_TYPES = frozenset({"smallint", "integer", "bigint"})
 ISO_UTC = "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'"   # to_char's pattern of an ISO instant
+# A value no clock holds is written as PostgreSQL writes it (infinity), and a year before
+# the common era keeps its BC, so validation quarantines each with the value it was.
+_AS_TEXT = ("CASE WHEN NOT isfinite({c}) THEN ({c})::text ELSE to_char({v}, {p}) || "
+            "CASE WHEN to_char({v}, 'BC') = 'BC' THEN ' BC' ELSE '' END END")
 TIME_TYPES = {   # the timestamp column's type -> how its value is written in a record
-    "timestamp with time zone": f"to_char({{c}} AT TIME ZONE 'UTC', {ISO_UTC})",
-    "timestamp without time zone": f"to_char({{c}}, {ISO_UTC})",
-    "date": "to_char({c}, 'YYYY-MM-DD')",
+    "timestamp with time zone": _AS_TEXT.format(c="{c}", v="{c} AT TIME ZONE 'UTC'",
+                                                p=ISO_UTC.replace("{", "{{").replace("}", "}}")),
+    "timestamp without time zone": _AS_TEXT.format(c="{c}", v="{c}", p=ISO_UTC),
+    "date": _AS_TEXT.format(c="{c}", v="{c}", p="'YYYY-MM-DD'"),
 }
 # Relation kinds read: table, view, materialized view, partitioned table, foreign table.
 READABLE_KINDS = ("r", "v", "m", "p", "f")
