@@ -201,14 +201,16 @@ def report(warehouse: Warehouse, out_dir: str | os.PathLike, *, k: int | None = 
     """Write (replace) out_dir/report.html from the warehouse, opened read-only; returns its
     path. See pipeline.report.write_report."""
     from pipeline.report import write_report
-    from pipeline.routes import DEFAULT_ROUTE
+    from pipeline.routes import known_routes
 
+    if route is not None and route not in known_routes():
+        raise RecallwatchError(f"--route {route!r} is not a route; known: "
+                               f"{', '.join(known_routes())}.")
     if not str(out_dir).strip():
         raise RecallwatchError("--out must name the report's directory, e.g. reports/latest.")
 
     with connect(warehouse, read_only=True) as con:
-        return write_report(con, Path(out_dir), route=route or DEFAULT_ROUTE, k=k,
-                            gold_version=gold_version)
+        return write_report(con, Path(out_dir), route=route, k=k, gold_version=gold_version)
 
 
 def metrics(warehouse: Warehouse, *, fmt: str = "prometheus", grain: str = "day",

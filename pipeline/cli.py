@@ -323,7 +323,8 @@ def cmd_rebuild(args) -> None:
 def cmd_report(args) -> None:
     from pipeline import api
 
-    path = api.report(args.warehouse, args.out, k=args.k, gold_version=args.gold_version)
+    path = api.report(args.warehouse, args.out, k=args.k, gold_version=args.gold_version,
+                      route=args.route)
     print(f"report: {path.resolve()}")
 
 
@@ -499,6 +500,7 @@ def cmd_demo(args) -> None:
 def _print_claims_lines(warehouse, sample) -> None:
     """The demo's claims route: mean recall per index version on its first and last day, then
     what its judge did (pipeline.demo.run.ClaimsSample)."""
+    from pipeline.alerts import one_line
     from pipeline.report import index_version_summary, resolve_scope
     from pipeline.routes.claims import ROUTE_NAME
     from pipeline.warehouse import connect
@@ -509,7 +511,7 @@ def _print_claims_lines(warehouse, sample) -> None:
     def recall(value) -> str:   # a day whose sample holds no scored request has no mean
         return "—" if value is None else f"{value:.3f}"
 
-    versions = ", ".join(f"{row['index_version']} {recall(row['first_recall'])} → "
+    versions = ", ".join(f"{one_line(row['index_version'])} {recall(row['first_recall'])} → "
                          f"{recall(row['last_recall'])}" for row in rows)
     print(f"claims route (RAGAS LLM, judge {sample.model}, a sample of each day): "
           f"{versions or 'nothing scored'} (mean recall@{scope.k}, first → last day)")
@@ -518,6 +520,7 @@ def _print_claims_lines(warehouse, sample) -> None:
 
 def _print_drift(warehouse) -> None:
     """The drift episodes of mean recall on slice all, in the report's scope."""
+    from pipeline.alerts import one_line
     from pipeline.report import resolve_scope
     from pipeline.warehouse import connect
 
@@ -535,12 +538,14 @@ def _print_drift(warehouse) -> None:
     print(f"drift of mean recall@{scope.k} on slice all ({rows[0][5]}):")
     for day, state, decision, delta, version, _ in rows:
         what = f"{decision} opened" if state == "opened" else "episode resolved"
-        print(f"  {day}  {what} (difference from baseline {delta:+.3f}, index {version})")
+        print(f"  {day}  {what} (difference from baseline {delta:+.3f}, index "
+              f"{one_line(version)})")
 
 
 def _print_passages_line(warehouse) -> None:
     """The passages route's mean recall per index version on its first and last day, in one
     line under the ids route's table."""
+    from pipeline.alerts import one_line
     from pipeline.report import index_version_summary, resolve_scope
     from pipeline.routes.passages import ROUTE_NAME, SIMILARITY_THRESHOLD
     from pipeline.warehouse import connect
@@ -548,7 +553,7 @@ def _print_passages_line(warehouse) -> None:
     with connect(warehouse, read_only=True) as con:
         scope, _, _ = resolve_scope(con, route=ROUTE_NAME)
         rows = index_version_summary(con, scope)
-    versions = ", ".join(f"{row['index_version']} {row['first_recall']:.3f} → "
+    versions = ", ".join(f"{one_line(row['index_version'])} {row['first_recall']:.3f} → "
                          f"{row['last_recall']:.3f}" for row in rows)
     print(f"passages route (RAGAS NonLLM, threshold {SIMILARITY_THRESHOLD}): "
           f"{versions or 'nothing scored'} (mean recall@{scope.k}, first → last day)")
@@ -560,6 +565,7 @@ def _print_summary_table(warehouse) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from pipeline.alerts import one_line
     from pipeline.report import index_version_summary, resolve_scope
     from pipeline.report.scope import SERVED_K_CHOICE
     from pipeline.warehouse import connect
@@ -574,12 +580,15 @@ def _print_summary_table(warehouse) -> None:
     table = Table(title=f"mean recall@{scope.k} per day{served}, slice all, route {scope.route}")
     for name in ("index version", "k", "gold version", "days", "n", "first day", "last day",
                  "lowest day", "max index size"):
-        if name.endswith("version"):  # logged text: may be long, must not be read as markup
+        # logged text: may be long, must not be read as markup nor reach the terminal as
+        # control characters (an escape sequence is written as its code)
+        if name.endswith("version"):
             table.add_column(name, overflow="fold", max_width=30)
         else:
             table.add_column(name, justify="right", no_wrap=True, min_width=len(name))
     for row in rows:
-        table.add_row(Text(row["index_version"]), str(scope.k), Text(row["gold_version"]),
+        table.add_row(Text(one_line(row["index_version"], 1000)), str(scope.k),
+                      Text(one_line(row["gold_version"], 1000)),
                       str(row["days"]), str(row["n"]), f"{row['first_recall']:.3f}",
                       f"{row['last_recall']:.3f}", f"{row['lowest']:.3f}",
                       "—" if row["index_size"] is None else f"{row['index_size']:,}")
@@ -729,6 +738,7 @@ def _step_commands(sub, command) -> None:
     p.add_argument("--k", type=_positive,
                    help="cutoff for the headline figures (default: served k)")
     p.add_argument("--gold-version", help="default: the last loaded")
+    p.add_argument("--route", help="the route reported (default: the first route in force)")
     p.set_defaults(func=cmd_report)
 
     p = command(sub, "drift", help="compare every window with its baseline (drift_events); "

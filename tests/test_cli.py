@@ -183,6 +183,40 @@ def test_summary_table_shows_logged_versions_as_text(tmp_path, run_cli):
     assert "idx[/v2][bold]" in out and "G[/x]" in out
 
 
+def test_summary_table_writes_control_characters_of_logged_versions_as_codes(
+        tmp_path, run_cli):
+    # an index version holding ESC[2J would clear the terminal of whoever runs `run`
+    write_jsonl(tmp_path / "gold.jsonl", [CLAIMS_GOLDEN])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r-1", ["urban"], gold_id="g-bal", index_version="idx\x1b[2J\x1b[31mred")])
+    code, out, err = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold",
+                             tmp_path / "gold.jsonl", "--gold-version", "v1")
+    assert code == 0, err
+    assert "\x1b" not in out and "idx\\x1b[2J\\x1b[31mred" in out.replace("\n", "")
+
+
+def test_a_warehouse_scored_on_the_passages_route_alone_is_reported_on_it(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [{**CLAIMS_GOLDEN, "gold_passages": [
+        "the minimum balance is 100 dollars"]}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r-1", [{"chunk_id": "a", "text": "the minimum balance is 100 dollars"}],
+                gold_id="g-bal"),
+        request("r-2", [{"chunk_id": "x", "text": "unrelated text entirely here"}],
+                gold_id="g-bal")])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("config", "--routes", "passages")
+    code, out, err = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--out", tmp_path / "r")
+    assert code == 0, err
+    assert "no scored windows yet" not in out and "route passages" in out
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "Nothing is scored yet" not in html and "route passages" in html
+    code, _, err = run_cli("report", "--out", tmp_path / "r2", "--route", "bogus")
+    assert code == 2 and "--route 'bogus' is not a route; known: ids" in err
+    code, out, _ = run_cli("report", "--out", tmp_path / "r3", "--route", "ids")
+    assert code == 0
+    assert "Nothing is scored yet" in (tmp_path / "r3" / "report.html").read_text()
+
+
 def test_score_reports_how_requests_found_their_golden(tmp_path, run_cli):
     write_jsonl(tmp_path / "gold.jsonl", [CLAIMS_GOLDEN])
     write_jsonl(tmp_path / "logs.jsonl", [

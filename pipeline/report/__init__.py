@@ -23,7 +23,6 @@ from pipeline.report.reads import prepare
 from pipeline.report.scope import Scope, ScopeChoice, default_gold_version, default_k, resolve_scope
 from pipeline.report.sections import build_sections
 from pipeline.report.summary import index_version_summary
-from pipeline.routes import DEFAULT_ROUTE
 
 __all__ = [
     "Scope", "ScopeChoice", "default_gold_version", "default_k", "index_version_summary",
@@ -47,17 +46,17 @@ def write_report(
     con: duckdb.DuckDBPyConnection,
     out_dir: Path,
     *,
-    route: str = DEFAULT_ROUTE,
+    route: str | None = None,
     k: int | None = None,
     gold_version: str | None = None,
     title: str = "recallwatch report",
 ) -> Path:
     """Write `out_dir/report.html` for one route, cutoff k and gold-set version; return its path.
 
-    Defaults: the gold set with the highest `seq` in gold_versions (else the most common in
-    window_metrics); k = the most common served k of scored requests if window_metrics has it,
-    else the largest window_metrics k below it, else the smallest. With nothing scored the
-    report still gets written and says so.
+    Defaults: the first route in force; the gold set with the highest `seq` in gold_versions
+    (else the most common in window_metrics); k = the most common served k of scored requests
+    if window_metrics has it, else the largest window_metrics k below it, else the smallest.
+    With nothing scored the report still gets written and says so.
     """
     prepare(con)
     scope, gold_choice, k_choice = resolve_scope(con, route=route, k=k, gold_version=gold_version)

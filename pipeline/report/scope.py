@@ -51,11 +51,23 @@ class ScopeChoice(NamedTuple):
     k_choice: str
 
 
-def resolve_scope(con: duckdb.DuckDBPyConnection, *, route: str = DEFAULT_ROUTE,
+def default_route(con: duckdb.DuckDBPyConnection) -> str:
+    """The route a report shows when none is asked for: the first of the routes in force
+    (`config --routes`; ids unless another was put first), so a warehouse scored only on the
+    passages route is reported on it, never as if nothing were scored."""
+    if "settings" not in tables(con):
+        return DEFAULT_ROUTE
+    stored = scalar(con, "SELECT value FROM settings WHERE name = 'routes'")
+    return stored.split(",")[0] if stored else DEFAULT_ROUTE
+
+
+def resolve_scope(con: duckdb.DuckDBPyConnection, *, route: str | None = None,
                   k: int | None = None, gold_version: str | None = None) -> ScopeChoice:
     """The report's scope: a given gold set must be known to the warehouse and a given k must
     be a cutoff window_metrics holds for the route (any k while it holds none); what is not
-    given gets its default (`default_gold_version`, `default_k`)."""
+    given gets its default (`default_route`, `default_gold_version`, `default_k`)."""
+    if route is None:
+        route = default_route(con)
     gold_choice = GIVEN
     if gold_version is None:
         gold_version, gold_choice = default_gold_version(con, route)
