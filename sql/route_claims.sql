@@ -26,7 +26,9 @@ WITH logged AS (
 served AS (
     SELECT l.request_id, l.chunk.chunk_id AS chunk_id,
            min(l.chunk_ranks[list_position(l.chunk_ids, l.chunk.chunk_id)]) AS place,
-           min(coalesce(text_or_null(l.chunk.text), text_or_null(c.text))) AS text
+           -- a text logged in any step before the manifest's (a chunk logged with its text
+           -- in one step and without it in another is read as logged)
+           coalesce(min(text_or_null(l.chunk.text)), min(text_or_null(c.text))) AS text
     FROM logged l
     LEFT JOIN index_chunks c
            ON c.index_version = l.index_version AND c.chunk_id = l.chunk.chunk_id

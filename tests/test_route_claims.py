@@ -301,6 +301,30 @@ def test_served_chunks_without_any_text_are_not_a_zero_and_cost_no_call(con, tmp
                        ).fetchall() == [(0,)]
 
 
+def test_a_rescoring_without_a_judge_keeps_the_verdicts_already_given(
+        con, tmp_path, use_judge, monkeypatch):
+    # day 1 judged; a late request of day 1 arrives when no judge is configured: the day is
+    # rescored, the judged request keeps its verdict (from the cache, no call), the new one
+    # waits for a judge, and one served nothing is a real 0
+    for name in ("RECALLWATCH_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    example(con, tmp_path)
+    with JudgeServer() as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+    judged = rows(con)["r-0"]
+    assert judged[0] == "scored" and server.calls == 1
+    write_jsonl(tmp_path / "late.jsonl", [request("r-late", CHUNKS[:2]),
+                                          request("r-none", [])])
+    ingest_logs(con, [str(tmp_path / "late.jsonl")])
+    said = []
+    register(ClaimsRoute(report=said.append))   # the built-in route, no judge in the env
+    score(con, routes=("claims",))
+    assert rows(con) == {"r-0": judged, "r-late": ("not_judged", None, None, None),
+                         "r-none": ("scored", 4, 0, 0.0)}
+    assert said and said[0].startswith("claims route not judged")
+
+
 def test_blank_claims_and_blank_logged_texts_are_nothing_to_judge(con, tmp_path, use_judge):
     # a claim of a tab or a line break is blank, as a space is; a blank logged text gives way
     # to the manifest's, so the judge reads what was served
@@ -321,6 +345,27 @@ def test_blank_claims_and_blank_logged_texts_are_nothing_to_judge(con, tmp_path,
     assert stored_claims(con, "v1") == {"g-1": (CLAIMS[0],)}
     assert rows(con) == {"r-manifest": ("scored", 1, 1, 1.0), "r-blank": ("scored", 1, 1, 1.0)}
     assert server.calls == 1   # one context: the manifest's texts for both
+
+
+def test_a_chunk_logged_with_its_text_in_one_step_is_read_as_logged_not_from_the_manifest(
+        con, tmp_path, use_judge):
+    # an agentic request logs urban with its text in step 1 and again without it in step 2;
+    # the manifest holds an older text for it: the judge reads what was logged
+    from pipeline.ingest import ingest_index
+
+    write_jsonl(tmp_path / "manifest.jsonl", [
+        {"chunk_id": "urban", "text": "(old manifest copy) Nothing about balances."}])
+    ingest_index(con, str(tmp_path / "manifest.jsonl"), "idx-1")
+    steps = request("r-1", [])
+    del steps["retrieved"]
+    steps["retrieval_steps"] = [[CHUNKS[0]], [{"chunk_id": "urban"}]]
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "q?", "claims": CLAIMS[:1]}], [steps])
+    with JudgeServer() as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+    assert rows(con) == {"r-1": ("scored", 1, 1, 1.0)}
+    assert con.execute("SELECT contexts FROM judge_verdicts").fetchall() == [
+        ([CHUNKS[0]["text"]],)]
 
 
 def test_reference_is_split_once_stored_and_export_import_round_trip(con, tmp_path, use_judge):
@@ -392,7 +437,7 @@ def test_cli_without_a_judge_skips_the_claims_route_with_one_line(run_cli, tmp_p
     run_cli("config", "--routes", "ids,claims")
     code, out, err = run_cli("score")
     assert code == 0, err
-    assert "claims route skipped" in out + err and "RECALLWATCH_JUDGE_MODEL" in out + err
+    assert "claims route not judged" in out + err and "RECALLWATCH_JUDGE_MODEL" in out + err
     assert "route ids" in out and "route claims" not in out
 
 

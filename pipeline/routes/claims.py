@@ -63,9 +63,9 @@ from pipeline.warehouse import run_script, sql
 log = logging.getLogger(__name__)
 
 ROUTE_NAME = "claims"
-NO_JUDGE = ("claims route skipped: no judge is configured; set RECALLWATCH_JUDGE_MODEL and "
-            "OPENAI_API_KEY (and OPENAI_BASE_URL for an endpoint other than OpenAI's) or give "
-            "--judge-model.")
+NO_JUDGE = ("claims route not judged: no judge is configured (verdicts a judge already gave "
+            "are kept); set RECALLWATCH_JUDGE_MODEL and OPENAI_API_KEY (and OPENAI_BASE_URL for "
+            "an endpoint other than OpenAI's) or give --judge-model.")
 
 _OUTCOMES = pa.schema([("request_id", pa.string()), ("status", pa.string()),
                        ("claims", pa.list_(pa.string())), ("attributed", pa.list_(pa.bool_()))])
@@ -121,8 +121,7 @@ def judge_window(con, judge: JudgeConfig | None, gold_version: str,
     estimates: one call per reference to split, one per distinct item to judge."""
     tally = JudgeTally(dry_run=dry_run)
     if judge is None:
-        return {rid: ("not_judged" if ctx is not None else "no_context_text", None, None)
-                for rid, _, ctx in rows}, tally
+        return _without_judge(con, gold_version, rows), tally
     # a request with nothing readable is not judged: its reference needs no split for it
     fixed = fix_claims(con, judge, gold_version,
                        [g for _, g, c in rows if g is not None and c is not None],
@@ -172,12 +171,52 @@ def judge_window(con, judge: JudgeConfig | None, gold_version: str,
     return outcomes, tally
 
 
+def _without_judge(con, gold_version: str, rows: list[tuple[str, str, list[str] | None]],
+                   ) -> dict[str, tuple]:
+    """The outcomes a rescoring without a judge can still give (late logs, a manifest, new
+    cutoffs rescore a day): a request whose claims and served context a judge has already
+    judged keeps that verdict (the newest cached one, whichever model gave it), one served
+    nothing is a real 0, and only what no judge has seen is `not_judged` — never a judged
+    day wiped. No call is made and no reference split."""
+    claims_of = fix_claims(con, None, gold_version, []).claims
+    wanted = [(rid, list(claims_of[gid]), ctx) for rid, gid, ctx in rows
+              if ctx and claims_of.get(gid)]
+    cached: dict[str, list[bool]] = {}
+    if wanted:
+        con.register("claims_wanted", pa.table({
+            "request_id": [w[0] for w in wanted], "claims": [w[1] for w in wanted],
+            "contexts": [w[2] for w in wanted]}))
+        try:
+            cached = dict(con.execute(
+                "SELECT w.request_id, arg_max(v.attributed, v.created_at) "
+                "FROM claims_wanted w JOIN judge_verdicts v "
+                "ON v.status = 'ok' AND v.claims = w.claims AND v.contexts = w.contexts "
+                "GROUP BY w.request_id").fetchall())
+        finally:
+            con.unregister("claims_wanted")
+    outcomes: dict[str, tuple] = {}
+    for request_id, gold_id, contexts in rows:
+        claims = claims_of.get(gold_id)
+        if contexts is None:
+            outcomes[request_id] = ("no_context_text", None, None)
+        elif claims is None:
+            outcomes[request_id] = ("not_judged", None, None)
+        elif not contexts:
+            outcomes[request_id] = ("scored", list(claims), [False] * len(claims))
+        elif request_id in cached:
+            outcomes[request_id] = ("scored", list(claims), list(cached[request_id]))
+        else:
+            outcomes[request_id] = ("not_judged", list(claims), None)
+    return outcomes
+
+
 @dataclass(frozen=True)
 class ClaimsRoute:
     """Register `ClaimsRoute(judge=..., report=print)` to score with a given judge (the CLI does,
     with its --judge-model, --lang, --max-calls and --max-tokens); the built-in one reads the
-    judge from the environment when it scores. Without a judge every scored request of the
-    window is `not_judged` and `report` gets NO_JUDGE once."""
+    judge from the environment when it scores. Without a judge a request keeps a verdict a
+    judge already gave on its claims and context, and the others are `not_judged`; `report`
+    gets NO_JUDGE once."""
 
     name: str = ROUTE_NAME
     needs: tuple[str, ...] = ("claims", "reference")
@@ -189,8 +228,9 @@ class ClaimsRoute:
     spent: list[int] = field(default_factory=lambda: [0, 0], compare=False, repr=False)
     whole_context: ClassVar[bool] = True
     budget_per_batch: ClassVar[bool] = False
-    # 2: no_context_text for served chunks without a text
-    rules: ClassVar[str] = "2"
+    # 2: no_context_text for served chunks without a text; 3: a chunk logged with its text in
+    # any step is read as logged, never as the manifest's
+    rules: ClassVar[str] = "3"
 
     def settle_statuses(self) -> tuple[str, ...]:
         """not_judged and judge_failed rows get a verdict by scoring again only when a judge is
