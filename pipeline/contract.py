@@ -249,8 +249,24 @@ def _prepare(number: int, row: Mapping) -> tuple[str | None, tuple[str, ...]]:
     if reference is not None and not isinstance(reference, str):
         raise RecallwatchError(f"{where}: expected_output must be a string (or a list of "
                                "them, one per turn).")
+    for column, texts in (("expected_output", [reference or ""]),
+                          ("retrieved_context", context)):
+        bad = next((t for t in texts if not _encodable(t)), None)
+        if bad is not None:
+            char = next(ch for ch in bad if not _encodable(ch))
+            raise RecallwatchError(
+                f"{where}: {column} holds an unpaired surrogate ({ascii(char)[1:-1]}, half of "
+                "a character cut in two), which is no text a judge can read; fix the row.")
     reference = reference.strip() if reference else None
     return reference or None, tuple(c for c in context if c.strip())
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------- files

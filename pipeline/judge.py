@@ -527,16 +527,27 @@ _NOT_A_COMPLETION = (ValueError, _NotACompletion)
 
 
 def _reply(response, estimate: int) -> tuple[str | None, int]:
-    """(content, tokens used) of a completion; content None when the reply was cut off. A
-    server that does not say what it used is taken to have used the estimate."""
-    if not hasattr(response, "choices") or not hasattr(response, "usage"):
+    """(content, tokens used) of a completion; content None when the reply was cut off or
+    holds no message (a content filter stopped it). A server that does not say what it used,
+    or says it in no count of tokens, is taken to have used the estimate. A body of another
+    shape (a choice that is no object, content that is no text) is no completion."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not hasattr(response, "usage"):
         raise _NotACompletion(type(response).__name__)
-    usage = response.usage
-    used = usage.total_tokens if usage is not None and usage.total_tokens else estimate
-    choice = response.choices[0] if response.choices else None
-    if choice is not None and choice.finish_reason == "length":
+    total = getattr(response.usage, "total_tokens", None)
+    used = total if isinstance(total, int) and not isinstance(total, bool) and total > 0 \
+        else estimate
+    if not choices:
         return None, used
-    return (choice.message.content if choice else None), used
+    choice = choices[0]
+    if not hasattr(choice, "finish_reason") or not hasattr(choice, "message"):
+        raise _NotACompletion(f"a choice of type {type(choice).__name__}")
+    if choice.finish_reason == "length" or choice.message is None:
+        return None, used
+    content = getattr(choice.message, "content", None)
+    if content is not None and not isinstance(content, str):
+        raise _NotACompletion(f"content of type {type(content).__name__}")
+    return content, used
 
 
 def _retryable(exc, config: JudgeConfig, calls: int) -> tuple[str, float | None]:

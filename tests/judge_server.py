@@ -35,7 +35,9 @@ class Fault:
     """kind: '429' (with Retry-After: retry_after seconds), '500', 'hang' (sleep `seconds`
     before answering, past the client's timeout), 'malformed' (content that is not JSON);
     with status 200, bodies that are no chat completion at all: 'cut body' (JSON cut short),
-    'html' (a proxy's page), 'bytes' (not UTF-8)."""
+    'html' (a proxy's page), 'bytes' (not UTF-8); or a completion of a faulty shape: 'no
+    message' (a choice a content filter stopped), 'null message', 'choice text' (a choice that
+    is a string), 'usage text' (total_tokens "n/a", content '{}')."""
 
     kind: str
     retry_after: float | None = None
@@ -236,9 +238,18 @@ def _fault(handler: BaseHTTPRequestHandler, fault: Fault) -> None:
             "model": "judge", "choices": [{"index": 0, "finish_reason": "stop", "message": {
                 "role": "assistant", "content": '{"classifications": [{"statement": '}}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    completion = {"id": "x", "object": "chat.completion", "created": 1, "model": "judge"}
+    shapes = {
+        "no message": {"choices": [{"index": 0, "finish_reason": "content_filter"}]},
+        "null message": {"choices": [{"index": 0, "finish_reason": "stop", "message": None}]},
+        "choice text": {"choices": ["oops"]},
+        "usage text": {"choices": [{"index": 0, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": "{}"}}], "usage": {"total_tokens": "n/a"}}}
     bodies = {"cut body": (b'{"id": "x", "choices": [', "application/json"),
               "html": (b"<html><body>502 Bad Gateway</body></html>", "text/html"),
-              "bytes": (b'{"id": "\xff\xfe"}', "application/json")}
+              "bytes": (b'{"id": "\xff\xfe"}', "application/json"),
+              **{kind: (json.dumps({**completion, **shape}).encode(), "application/json")
+                 for kind, shape in shapes.items()}}
     if fault.kind in bodies:
         data, kind = bodies[fault.kind]
         handler.send_response(200)

@@ -189,6 +189,22 @@ def test_a_row_without_a_column_names_it(server):
     assert server.calls == 0
 
 
+@pytest.mark.parametrize("column", ["expected_output", "retrieved_context"])
+def test_a_row_holding_half_a_character_is_one_sentence_before_any_call(
+        server, run_cli, tmp_path, column):
+    # "\ud83d" alone (an emoji cut in two) is valid JSON but no text: refused, never a crash
+    # nor a failed judge call counted
+    bad = row()
+    bad[column] = "Urban branches \ud83d" if column == "expected_output" else ["a \ud83d"]
+    (tmp_path / "data.jsonl").write_text(
+        json.dumps(row()) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
+    code, _, err = run_cli("score-dataset", tmp_path / "data.jsonl", "--out",
+                           tmp_path / "out.jsonl")
+    assert code == 2 and err.count("\n") == 1
+    assert f"row 2 (input_id 'q-1'): {column} holds an unpaired surrogate (\\ud83d" in err
+    assert server.calls == 0 and not (tmp_path / "out.jsonl").exists()
+
+
 def test_csv_cells_holding_json_arrays_are_lists(tmp_path):
     path = tmp_path / "data.csv"
     with open(path, "w", newline="", encoding="utf-8") as fh:
