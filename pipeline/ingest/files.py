@@ -336,7 +336,7 @@ def _judge_line(fh, number: int, data: bytes, max_record_bytes: int,
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raw = data[:RAW_LIMIT].decode("utf-8", errors="replace")
+        raw = data[:RAW_LIMIT].rstrip(b"\r\n").decode("utf-8", errors="replace")
         return number, None, f"not valid UTF-8 (byte {exc.start})", raw
     return number, text.rstrip("\r\n"), None, None
 
