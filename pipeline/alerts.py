@@ -334,7 +334,12 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
         baseline += f" (days {row['baseline_start']:%Y-%m-%d} to {last_day:%Y-%m-%d}"
         baseline += f", n {row['baseline_n']})" if row["baseline_n"] is not None else ")"
     lines = [f"{metric}@{k} {row['direction']} {event} on {where}, day {day}"]
-    if event == "withdrawn":
+    if event == "withdrawn" and row["decision"] == "baseline":
+        lines.append(
+            f"the {row['direction']} sent as opened on day {day} is no longer judged: the day "
+            "now forms a baseline (a re-baseline from it or before, or an index change), so "
+            "nothing is compared with the level before it; the figures below are today's")
+    elif event == "withdrawn":
         lines.append(
             f"the {row['direction']} sent as opened on day {day} is no longer found: judged "
             f"again on the data and settings now in the warehouse, the day is "

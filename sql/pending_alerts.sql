@@ -9,7 +9,8 @@
 -- logs, a rescore, a changed setting), no longer finds its episode: on the channels that got
 -- the opening, whatever the alert cutoff and metrics are now, quoting the window as judged now
 -- (`now_state`). Until the window is judged again (its drift rows are voided and not yet
--- rebuilt) nothing is withdrawn. An episode that comes back after its withdrawal is announced
+-- rebuilt) nothing is withdrawn, nor while the window lies in an open episode of the same
+-- direction (a late day moved the episode's start: the new opening is announced instead). An episode that comes back after its withdrawal is announced
 -- again (its opening is pending once more).
 -- Grain: one row per episode_id x event x channel. Parameters: $k (the alert cutoff),
 -- $metrics (list of metric names), $channels (list of channel names, in delivery order).
@@ -61,8 +62,12 @@ withdrawals AS (
     LEFT JOIN window_metrics w
            ON w.window_start = d.window_start AND w.grain = d.grain AND w.slice = d.slice
           AND w.route = d.route AND w.k = d.k AND w.gold_version = d.gold_version
+    -- the episode as the window's row names it now: a drop whose start moved earlier (a late
+    -- day) still holds the window, in an episode of another id: that continues it
+    LEFT JOIN openings now ON now.episode_id = d.episode_id
     WHERE a.event = 'opened' AND a.status = 'sent' AND a.direction IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM drift_events e WHERE e.episode_id = a.episode_id)
+      AND NOT (d.state IN ('opened', 'ongoing') AND now.direction IS NOT DISTINCT FROM a.direction)
       AND NOT EXISTS (SELECT 1 FROM alerts r
                       WHERE r.episode_id = a.episode_id AND r.channel = a.channel
                         AND r.event = 'resolved' AND r.status = 'sent')

@@ -419,6 +419,46 @@ def test_a_drop_on_partial_logs_is_withdrawn_when_the_rest_of_the_day_arrives(tm
     assert len(hook.on("/hook/ab12")) == 2 * len(opened)
 
 
+def test_a_late_day_that_moves_a_drop_earlier_announces_it_and_withdraws_nothing(
+        tmp_path, hook):
+    # day 14 arrives late and is low too: the drop now opens on day 14, in an episode that
+    # holds day 15, which was paged. The new opening goes out; the drop goes on, so nothing
+    # is withdrawn
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    warehouse = tmp_path / "w.duckdb"
+    days = [date(2026, 10, 1) + timedelta(days=d) for d in range(18)]
+    lows = {d: 6 if d.day < 14 else 3 for d in days}
+    gold, logs = graded_world(tmp_path, {d: low for d, low in lows.items() if d.day != 14})
+    api.run(warehouse, logs=[str(logs)], gold=str(gold), gold_version="v1",
+            alert_channels=channels, now=datetime(2026, 10, 19, 6))
+    first = [json.loads(r.body) for r in hook.on("/hook/ab12")]
+    assert {(m["event"], m["window_start"][:10]) for m in first} == {("opened", "2026-10-15")}
+
+    graded_world(tmp_path, lows)
+    api.run(warehouse, logs=[str(logs)], alert_channels=channels,
+            now=datetime(2026, 10, 19, 7))
+
+    later = [json.loads(r.body) for r in hook.on("/hook/ab12")][len(first):]
+    assert {(m["event"], m["window_start"][:10]) for m in later} == {("opened", "2026-10-14")}
+
+
+def test_a_withdrawal_of_a_day_that_now_forms_a_baseline_says_so(warehouse, hook):
+    # a re-baseline from the opening day on: nothing is compared with the old level any more
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 11):
+        insert_replay_day(warehouse, number)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
+    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
+    warehouse.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(8)})
+    for number in range(8, 11):
+        insert_drift(warehouse, number, state="none", decision="baseline", value=0.62)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(11), backoff=0.01)
+    withdrawn = json.loads(hook.on("/hook/ab12")[-1].body)
+    assert withdrawn["event"] == "withdrawn" and withdrawn["decision"] == "baseline"
+    assert ("the drop sent as opened on day 2026-11-08 is no longer judged: the day now forms "
+            "a baseline") in withdrawn["text"]
+
+
 def test_a_channel_answering_503_is_retried_recorded_as_failed_then_delivered_next_call(
         warehouse, hook):
     insert_replay_day(warehouse, OPENED_DAY)
