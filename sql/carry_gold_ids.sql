@@ -5,11 +5,11 @@
 -- $live_from (TIMESTAMP, UTC: when it went live).
 -- The old content of a gold chunk comes from the manifests of the indexes that served before
 -- $live_from, the one that served last first; only when no loaded manifest's index served
--- before it (logs that start after the rebuild) from the others, by version name. An index
--- that went live at or after $live_from (its first request, or its own rebuild) is never a
--- source, so what is carried does not depend on what was loaded later; where an earlier rebuild carried the
--- chunk to such a version, its content there is that of the chunk it was carried to, so
--- rebuilds chain. Content matches when a content_hash or the sha256 of the text (as
+-- before it (logs that start after the rebuild) from the others, those that served at all
+-- first. A newer index (rebuilt to go live at or after $live_from, or first logged after
+-- this one) is never a source, so what is carried does not depend on what was loaded later.
+-- Where an earlier rebuild carried the chunk to such a version, its content there is that of
+-- the chunk it was carried to, so rebuilds chain. Content matches when a content_hash or the sha256 of the text (as
 -- sql/load_index.sql hashes it) agrees. how: same_id (the new manifest holds the ID with that
 -- content: compared as itself only), content_hash (the content under other IDs: compared as
 -- each of them), gone (no chunk holds it: compared as nothing, so always a miss), unknown (no
@@ -24,27 +24,30 @@ WITH gold_chunks AS (
 ),
 served AS (
     SELECT index_version, max(timestamp) FILTER (WHERE timestamp < $live_from) AS last_served,
-           min(timestamp) AS first_served
+           min(timestamp) AS first_served, max(timestamp) AS latest
     FROM requests
     GROUP BY index_version
 ),
 candidates AS (
-    -- every other loaded manifest but those of indexes that went live at or after this one
-    SELECT v.index_version, s.last_served
+    -- every other loaded manifest but those of newer indexes: one rebuilt to go live at or
+    -- after this one, or one whose first logged request came after this one's first (logs
+    -- may start after --live-from, a bare day, and still show which index came first)
+    SELECT v.index_version, s.last_served, s.latest
     FROM (SELECT DISTINCT index_version FROM index_chunks
           WHERE index_version <> $index_version) v
     LEFT JOIN served s USING (index_version)
-    WHERE NOT coalesce(s.first_served >= $live_from, false)
+    WHERE NOT coalesce(s.first_served > (SELECT first_served FROM served
+                                         WHERE index_version = $index_version), false)
       AND v.index_version NOT IN (SELECT index_version FROM carried_gold_ids
                                   WHERE live_from >= $live_from
                                     AND index_version <> $index_version)
 ),
 preference AS (
     -- the ones that served before live_from, the last to serve first; the others only when
-    -- none did
+    -- none did, one that served at all before one that never did
     SELECT index_version,
-           row_number() OVER (ORDER BY last_served DESC NULLS LAST, index_version DESC)
-               AS preference
+           row_number() OVER (ORDER BY last_served DESC NULLS LAST, latest DESC NULLS LAST,
+                                       index_version DESC) AS preference
     FROM candidates
     WHERE last_served IS NOT NULL
        OR NOT EXISTS (SELECT 1 FROM candidates WHERE last_served IS NOT NULL)

@@ -405,3 +405,23 @@ def test_what_a_rebuild_carried_does_not_change_with_later_indexes_or_other_mani
     assert [row for row in carried(con) if row[1] == "idx-2"] == [
         ("v1", "idx-2", "c-1", "m-1", "content_hash", "idx-1"),
         ("v1", "idx-2", "c-9", "c-9", "unknown", None)]
+
+
+def test_logs_that_start_after_a_bare_live_from_day_still_carry_from_the_old_index(
+        con, tmp_path):
+    # --live-from 2026-11-08 (midnight) while the switch came mid-morning: the old index's
+    # first logged request is after live_from, yet it came before the new one: its content
+    # is carried
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "idx1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx2.jsonl", [{"chunk_id": "n-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("old", ["c-1"], ts="2026-11-08T01:00:00Z", index_version="idx-1"),
+        request("new", ["n-1"], ts="2026-11-08T07:00:00Z", index_version="idx-2")])
+    ingest_index(con, str(tmp_path / "idx1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    result = rebuild(con, "idx-2", str(tmp_path / "idx2.jsonl"), datetime(2026, 11, 8))
+    assert result.carried["content_hash"] == 1
+    assert ("v1", "idx-2", "c-1", "n-1", "content_hash", "idx-1") in carried(con)
+    assert (recall_of(con, "old"), recall_of(con, "new")) == (1.0, 1.0)
