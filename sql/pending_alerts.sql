@@ -21,9 +21,10 @@ WITH openings AS (
     WHERE state = 'opened' AND episode_id IS NOT NULL
     GROUP BY episode_id
 ),
-events AS (
-    SELECT d.episode_id, d.state AS event, d.window_start, d.window_end, d.slice, d.route,
-           d.k, d.gold_version, d.metric, d.index_version, d.n, d.value,
+judged AS (
+    -- every daily drift row with its episode's direction and the value's interval
+    SELECT d.episode_id, d.state, d.window_start, d.window_end, d.slice, d.route, d.k,
+           d.gold_version, d.metric, d.index_version, d.n, d.value,
            CASE d.metric WHEN 'mean_recall' THEN w.ci_low
                          WHEN 'pass_rate' THEN w.pass_ci_low
                          WHEN 'full_coverage_rate' THEN w.fc_ci_low END AS value_low,
@@ -32,42 +33,35 @@ events AS (
                          WHEN 'full_coverage_rate' THEN w.fc_ci_high END AS value_high,
            d.baseline_value, d.baseline_start, d.baseline_end, d.baseline_n,
            d.delta, d.delta_low, d.delta_high, d.margin, d.decision, d.method, d.evidence,
-           coalesce(o.direction, d.decision) AS direction
+           o.direction AS episode_direction
     FROM drift_events d
     LEFT JOIN window_metrics w
            ON w.window_start = d.window_start AND w.grain = d.grain AND w.slice = d.slice
           AND w.route = d.route AND w.k = d.k AND w.gold_version = d.gold_version
     LEFT JOIN openings o ON o.episode_id = d.episode_id
-    WHERE d.grain = 'day' AND d.state IN ('opened', 'resolved') AND d.episode_id IS NOT NULL
-      AND d.k = $k AND list_contains($metrics::VARCHAR[], d.metric)
+    WHERE d.grain = 'day'
+),
+events AS (
+    SELECT * EXCLUDE (state, episode_direction), state AS event,
+           coalesce(episode_direction, decision) AS direction
+    FROM judged
+    WHERE state IN ('opened', 'resolved') AND episode_id IS NOT NULL
+      AND k = $k AND list_contains($metrics::VARCHAR[], metric)
 ),
 withdrawals AS (
-    SELECT a.episode_id, 'withdrawn' AS event, d.window_start, d.window_end, d.slice, d.route,
-           d.k, d.gold_version, d.metric, d.index_version, d.n, d.value,
-           CASE d.metric WHEN 'mean_recall' THEN w.ci_low
-                         WHEN 'pass_rate' THEN w.pass_ci_low
-                         WHEN 'full_coverage_rate' THEN w.fc_ci_low END AS value_low,
-           CASE d.metric WHEN 'mean_recall' THEN w.ci_high
-                         WHEN 'pass_rate' THEN w.pass_ci_high
-                         WHEN 'full_coverage_rate' THEN w.fc_ci_high END AS value_high,
-           d.baseline_value, d.baseline_start, d.baseline_end, d.baseline_n,
-           d.delta, d.delta_low, d.delta_high, d.margin, d.decision, d.method, d.evidence,
-           a.direction, d.state AS now_state, a.channel
+    SELECT d.* EXCLUDE (episode_id, state, episode_direction) REPLACE ('withdrawn' AS event),
+           a.episode_id, a.direction, d.state AS now_state, a.channel
     FROM alerts a
     -- the window that opened the episode, as the drift step judges it now
-    JOIN drift_events d
-      ON d.grain = 'day' AND d.window_start = a.window_start AND d.slice = a.slice
-     AND d.route = a.route AND d.k = a.k AND d.metric = a.metric
-     AND d.gold_version = a.gold_version
-    LEFT JOIN window_metrics w
-           ON w.window_start = d.window_start AND w.grain = d.grain AND w.slice = d.slice
-          AND w.route = d.route AND w.k = d.k AND w.gold_version = d.gold_version
-    -- the episode as the window's row names it now: a drop whose start moved earlier (a late
-    -- day) still holds the window, in an episode of another id: that continues it
-    LEFT JOIN openings now ON now.episode_id = d.episode_id
+    JOIN (SELECT *, NULL::VARCHAR AS event FROM judged) d
+      ON d.window_start = a.window_start AND d.slice = a.slice AND d.route = a.route
+     AND d.k = a.k AND d.metric = a.metric AND d.gold_version = a.gold_version
     WHERE a.event = 'opened' AND a.status = 'sent' AND a.direction IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM drift_events e WHERE e.episode_id = a.episode_id)
-      AND NOT (d.state IN ('opened', 'ongoing') AND now.direction IS NOT DISTINCT FROM a.direction)
+      -- the episode as the window's row names it now: a drop whose start moved earlier (a
+      -- late day) still holds the window, in an episode of another id: that continues it
+      AND NOT (d.state IN ('opened', 'ongoing')
+               AND d.episode_direction IS NOT DISTINCT FROM a.direction)
       AND NOT EXISTS (SELECT 1 FROM alerts r
                       WHERE r.episode_id = a.episode_id AND r.channel = a.channel
                         AND r.event = 'resolved' AND r.status = 'sent')

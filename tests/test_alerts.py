@@ -190,6 +190,24 @@ def insert_replay_day(con, number: int, episode: str = "ep-all-1", **kwargs) -> 
                      **kwargs)
 
 
+def void_from(con, number: int) -> None:
+    """The drift and metrics rows from day `number` on gone, as re-aggregating voids them
+    before the drift step judges those days again."""
+    con.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(number)})
+    con.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(number)})
+
+
+def paged_then_judged_again(con, channels, **day_8_on) -> None:
+    """Days 1-10 of the replay, the drop of day 8 sent; then days 8-10 judged again (after
+    late logs, say) as `day_8_on` says, no episode in them."""
+    for number in range(1, 11):
+        insert_replay_day(con, number)
+    send_alerts(con, CONFIG, channels, now=morning_after(10), backoff=0.01)
+    void_from(con, 8)
+    for number in range(8, 11):
+        insert_drift(con, number, state="none", **day_8_on)
+
+
 def rows(con, table: str) -> list[tuple]:
     return sorted(con.execute(f'SELECT * FROM "{table}"').fetchall(), key=repr)
 
@@ -306,8 +324,7 @@ def test_an_alerted_opening_that_drift_no_longer_finds_is_withdrawn_once_per_cha
         insert_replay_day(warehouse, number)
     send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
     assert [json.loads(r.body)["event"] for r in hook.on("/hook/ab12")] == ["opened"]
-    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
-    warehouse.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(8)})
+    void_from(warehouse, 8)
     # voided and not judged again yet: nothing is withdrawn on a guess
     assert send_alerts(warehouse, CONFIG, channels, now=morning_after(10)).deliveries == []
     for number in range(8, 11):
@@ -343,17 +360,10 @@ def test_an_alerted_opening_that_drift_no_longer_finds_is_withdrawn_once_per_cha
 def test_a_withdrawn_episode_that_comes_back_is_announced_again_and_can_resolve(
         warehouse, hook):
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
-    for number in range(1, 11):
-        insert_replay_day(warehouse, number)
-    send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
-    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
-    warehouse.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(8)})
-    for number in range(8, 11):
-        insert_drift(warehouse, number, state="none", decision="stable")
+    paged_then_judged_again(warehouse, channels, decision="stable")
     send_alerts(warehouse, CONFIG, channels, now=morning_after(11), backoff=0.01)
     # the correction is itself corrected: the episode is found again, then resolves
-    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
-    warehouse.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(8)})
+    void_from(warehouse, 8)
     for number in range(8, 17):
         insert_replay_day(warehouse, number)
     send_alerts(warehouse, CONFIG, channels, now=morning_after(16), backoff=0.01)
@@ -377,8 +387,7 @@ def test_a_resolved_or_unsent_opening_is_never_withdrawn(warehouse, hook):
                      decision="drop" if number == 20 else "stable",
                      episode="ep-all-2" if number == 20 else None)
     send_alerts(warehouse, CONFIG, channels, now=morning_after(20), dry_run=True)
-    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
-    warehouse.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(8)})
+    void_from(warehouse, 8)
     for number in range(8, 21):
         insert_drift(warehouse, number, state="none", decision="stable")
 
@@ -445,13 +454,7 @@ def test_a_late_day_that_moves_a_drop_earlier_announces_it_and_withdraws_nothing
 def test_a_withdrawal_of_a_day_that_now_forms_a_baseline_says_so(warehouse, hook):
     # a re-baseline from the opening day on: nothing is compared with the old level any more
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
-    for number in range(1, 11):
-        insert_replay_day(warehouse, number)
-    send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
-    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
-    warehouse.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(8)})
-    for number in range(8, 11):
-        insert_drift(warehouse, number, state="none", decision="baseline", value=0.62)
+    paged_then_judged_again(warehouse, channels, decision="baseline", value=0.62)
     send_alerts(warehouse, CONFIG, channels, now=morning_after(11), backoff=0.01)
     withdrawn = json.loads(hook.on("/hook/ab12")[-1].body)
     assert withdrawn["event"] == "withdrawn" and withdrawn["decision"] == "baseline"

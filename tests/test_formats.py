@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -323,18 +324,24 @@ def test_a_malformed_otlp_export_is_quarantined_and_the_good_lines_load(con, tmp
     assert reason.startswith(f"line {good_lines + 1}: not a well-formed OTLP trace export")
 
 
-@pytest.mark.parametrize("start", ["9" * 30, "NaN", "1e300"])
-def test_a_span_start_no_clock_holds_is_a_missing_timestamp_not_a_crash(con, tmp_path, start):
+def trace_starting_at(tmp_path: Path, start) -> Path:
+    """One traced case as OTLP JSON Lines, every span starting at `start` (the root's start is
+    the request's timestamp)."""
     path = tmp_path / "traces.jsonl"
     traced(OtlpJsonLines(path), CASES[:1])
     lines = path.read_text().splitlines()
-    # every span of the trace gets the start: the root's is the request's timestamp
     for i, line in enumerate(lines):
         export = json.loads(line)
         for span in export["resourceSpans"][0]["scopeSpans"][0]["spans"]:
-            span["startTimeUnixNano"] = start if start.isdigit() else float(start)
+            span["startTimeUnixNano"] = start
         lines[i] = json.dumps(export)
     path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("start", ["9" * 30, "NaN", "1e300"])
+def test_a_span_start_no_clock_holds_is_a_missing_timestamp_not_a_crash(con, tmp_path, start):
+    path = trace_starting_at(tmp_path, start if start.isdigit() else float(start))
     summary = ingest_logs(con, [str(path)])
     assert (summary.loaded, summary.quarantined) == (0, 1)
     assert con.sql("SELECT reason FROM quarantine").fetchall() == [
@@ -344,15 +351,7 @@ def test_a_span_start_no_clock_holds_is_a_missing_timestamp_not_a_crash(con, tmp
 def test_a_span_starting_in_the_last_nanoseconds_of_a_day_stays_in_that_day(con, tmp_path):
     # 2026-11-01T23:59:59.999999999Z: as a native timestamp it keeps its microseconds
     # (truncated), never rounded into the next day's window
-    path = tmp_path / "traces.jsonl"
-    traced(OtlpJsonLines(path), CASES[:1])
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        export = json.loads(line)
-        for span in export["resourceSpans"][0]["scopeSpans"][0]["spans"]:
-            span["startTimeUnixNano"] = "1793577599999999999"
-        lines[i] = json.dumps(export)
-    path.write_text("\n".join(lines) + "\n")
+    path = trace_starting_at(tmp_path, "1793577599999999999")
     assert ingest_logs(con, [str(path)]).loaded == 1
     assert con.sql("SELECT strftime(timestamp, '%Y-%m-%dT%H:%M:%S.%f') FROM requests"
                    ).fetchall() == [("2026-11-01T23:59:59.999999",)]
