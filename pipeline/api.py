@@ -262,10 +262,12 @@ def logs_for_interval(source: str | os.PathLike, start: When, end: When) -> list
     template with `{date}` (each day's ISO date, e.g. `/logs/{date}/*.jsonl`; globs allowed).
     An s3:// or postgresql:// source is returned as it is: given the interval, it reads only
     that interval's partitions or rows (pipeline/sources).
-    Only what exists is returned, in day order; a day without logs is no error (an empty day
-    is still a day whose windows are rebuilt)."""
+    Only what holds log files is returned, in day order (a day folder with nothing to read in
+    it is not); a day without logs is no error (an empty day is still a day whose windows are
+    rebuilt)."""
     from glob import glob
 
+    from pipeline.ingest.files import LOG_SUFFIXES, holds_files
     from pipeline.sources import scheme
     from pipeline.state import days_of
 
@@ -283,7 +285,7 @@ def logs_for_interval(source: str | os.PathLike, start: When, end: When) -> list
         iso = day.date().isoformat()
         pattern = (text.replace("{date}", iso) if "{date}" in text
                    else os.path.join(text, f"dt={iso}"))
-        found.extend(sorted(glob(pattern)))
+        found.extend(p for p in sorted(glob(pattern)) if holds_files(p, LOG_SUFFIXES))
     return found
 
 

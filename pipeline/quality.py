@@ -1,7 +1,7 @@
 """The data-quality gate of one interval [start, end): before an interval's log files are loaded,
 they are read the way ingest reads them (pipeline.ingest.logs stages each file on an in-memory
 DuckDB connection, never the warehouse), turned into one row per record (sql/quality_records.sql)
-and validated with Great Expectations as a pandas DataFrame. Blocking checks (records parse,
+and validated with Great Expectations as a pandas DataFrame. Blocking checks (files readable, records parse,
 request_id present and unique, timestamps readable and inside the interval, ranks >= 1,
 index_version present, k >= 1 where logged) stop the interval: `gate` raises QualityGateFailed
 with one line naming each failed check, its count and an example, and the caller loads nothing.
@@ -23,7 +23,7 @@ import duckdb
 
 from pipeline.errors import RecallwatchError
 from pipeline.formats import is_parquet
-from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES, LOG_SUFFIXES
+from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES, LOG_SUFFIXES, holds_files
 from pipeline.sources import ReadOptions, deliveries, scheme
 from pipeline.warehouse import connect, queries, run_script, transaction
 
@@ -147,10 +147,8 @@ def _log_deliveries(paths: list[str], options: ReadOptions):
     are nothing; a path that names nothing is an error, as it is for ingest."""
     if not paths:
         return []
-    dirs = [Path(p) for p in paths if scheme(p) is None and Path(p).is_dir()]
-    if len(dirs) == len(paths) and not any(
-            f.is_file() and f.name.lower().endswith(LOG_SUFFIXES)
-            for d in dirs for f in d.rglob("*")):
+    dirs = [p for p in paths if scheme(p) is None and Path(p).is_dir()]
+    if len(dirs) == len(paths) and not any(holds_files(d, LOG_SUFFIXES) for d in dirs):
         return []
     return deliveries(paths, LOG_SUFFIXES, options)
 
@@ -175,10 +173,11 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions):
                 except duckdb.OutOfMemoryException:
                     raise  # not the file's fault
                 except (RecallwatchError, duckdb.Error):
-                    # a file that cannot be read at all is one record that does not parse
+                    # a file that cannot be read at all is one record that does not parse,
+                    # and stops the interval: ingest refuses the file, it quarantines nothing
                     con.execute(
-                        "INSERT INTO quality_records (file_no, line, place, parsed, problem) "
-                        "VALUES ($file_no, 0, $place, false, $problem)",
+                        "INSERT INTO quality_records (file_no, line, place, file_read, parsed, "
+                        "problem) VALUES ($file_no, 0, $place, false, false, $problem)",
                         {"file_no": number, "place": name,
                          "problem": "cannot be read as "
                                     + ("Parquet" if is_parquet(fetched) else "JSON Lines")})
@@ -257,8 +256,8 @@ class _Outcome:
     first: dict
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
+def _plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else words or word + 's'}"
 
 
 def _who(row: dict) -> str:
@@ -288,6 +287,15 @@ class _Rule:
                      example if not outcome.success else None)
 
 
+def _files_readable(o, frame, start, end):
+    if not o.unexpected:
+        return "0 unreadable", None, "every file can be read"
+    example = f"{o.first.get('place')}: {o.first.get('problem')}"
+    return (f"{o.unexpected:,} unreadable", example,
+            f"{_plural(o.unexpected, 'file')} cannot be read at all, e.g. {example} (ingest "
+            "refuses such a file: fix or move it)")
+
+
 def _records_parse(o, frame, start, end):
     if not o.unexpected:
         return "0 unreadable", None, f"all {len(frame):,} records read as JSON objects"
@@ -311,7 +319,7 @@ def _missing(field: str):
 def _request_id_unique(o, frame, start, end):
     keys = frame["distinct_request_id"].dropna()
     repeats = int(frame["request_id"].notna().sum()) - len(keys)
-    copies = f"; {_plural(repeats, 'identical re-delivery')} (loaded once)" if repeats else ""
+    copies = f"; {_plural(repeats, 'identical re-delivery', 'identical re-deliveries')} (loaded once)" if repeats else ""
     if not o.unexpected:
         return "0 duplicates", None, f"{len(keys):,} distinct request_id values{copies}"
     values = int(keys[keys.duplicated()].nunique())
@@ -384,12 +392,16 @@ def _gold_key(o, frame, start, end):
 # A blocking check tolerates up to 1 % of an interval's records failing it: ingest quarantines
 # each of those with its reason, and a whole interval is held back only when something is
 # systematically wrong. Timestamps outside the interval are never tolerated: such records would
-# land in another day's windows.
+# land in another day's windows; nor is a file that cannot be read: ingest refuses it whole.
 BAD_RECORD_TOLERANCE = 0.01
 TOLERATED = 1 - BAD_RECORD_TOLERANCE
 
 # The checks of the log files, blocking first, in the order a record meets them.
 RULES = (
+    _Rule("files readable", True,   # never tolerated: ingest refuses the file, record by none
+          lambda E, parsed, start, end: E.ExpectColumnValuesToBeInSet(
+              column="file_read", value_set=[True]),
+          _files_readable),
     _Rule("records parse", True,
           lambda E, parsed, start, end: E.ExpectColumnValuesToBeInSet(
               column="parsed", value_set=[True], mostly=TOLERATED),

@@ -8,7 +8,7 @@
 -- re-delivery (ingest loads those once), so a request_id that repeats in it has two contents.
 -- Grain: one row per record read. Input: temp table quality_records. No parameters.
 SELECT
-    place, parsed, problem, request_id,
+    place, file_read, parsed, problem, request_id,
     CASE WHEN row_number() OVER (PARTITION BY request_id, digest ORDER BY file_no, line) = 1
          THEN request_id END AS distinct_request_id,
     timestamp, logged_timestamp, index_version, k, ranks, min_rank, n_retrieved, has_gold_key

@@ -9,6 +9,7 @@ CREATE OR REPLACE TEMP TABLE quality_records (
     file_no          INTEGER NOT NULL,
     line             BIGINT  NOT NULL,
     place            VARCHAR NOT NULL,   -- e.g. 'dt=2026-11-01/p.jsonl line 3'
+    file_read        BOOLEAN NOT NULL DEFAULT true,  -- false: the row of a file not readable
     parsed           BOOLEAN NOT NULL,   -- a JSON object (every Parquet row is one)
     problem          VARCHAR,            -- why a record is not: invalid JSON, not UTF-8, ...
     request_id       VARCHAR,            -- NULL when missing or blank

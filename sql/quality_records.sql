@@ -8,11 +8,14 @@
 -- checks name it, followed by 'line' or 'row').
 -- Values are the record's as logged (k only where given); the timestamp is read by the rules
 -- ingest applies (validate_logs.sql), so the gate and the load agree on what a timestamp is.
--- `digest` tells an identical re-delivery (loaded once by ingest) from a conflicting duplicate.
+-- `digest` tells an identical re-delivery (loaded once by ingest) from a conflicting duplicate
+-- as ingest does (validate_logs.sql's record_digest of the values as loaded: `Z` and `+00:00`,
+-- k 5 and 5.0, JSON Lines and Parquet are the same record); a record ingest would quarantine
+-- anyway is told apart by what was logged.
 
 INSERT INTO quality_records
 SELECT
-    $file_no, r.line, $place || ' ' || r.line, true, NULL,
+    $file_no, r.line, $place || ' ' || r.line, true, true, NULL,
     CASE WHEN trim(r.logged.request_id) <> '' THEN r.logged.request_id END,
     c.timestamp,
     r.logged.timestamp,
@@ -22,7 +25,10 @@ SELECT
     list_min(list_transform(r.items, lambda x: x.rank)),
     len(r.items),
     coalesce(trim(r.logged.gold_id) <> '', false) OR coalesce(trim(r.logged.query) <> '', false),
-    md5(to_json({'logged': r.logged, 'items': r.items})::VARCHAR)
+    CASE WHEN c.reason IS NULL
+         THEN record_digest(c.request_id, c.timestamp, c.query, c.gold_id, c.index_version,
+                            c.index_size, c.k, c.session_id, c.turn, c.tags, c.retrieved)
+         ELSE md5(to_json({'logged': r.logged, 'items': r.items})::VARCHAR) END
 FROM stage_requests AS r
 JOIN stage_checked AS c USING (line);
 

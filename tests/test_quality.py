@@ -23,7 +23,7 @@ from tests.conftest import golden, request, snapshot, write_jsonl
 
 DAY1, DAY2 = datetime(2026, 11, 1), datetime(2026, 11, 2)
 PUBLISHED = ("request_scores", "window_metrics", "drift_events")
-BLOCKING = ("records parse", "request_id present", "request_id unique", "timestamp readable",
+BLOCKING = ("files readable", "records parse", "request_id present", "request_id unique", "timestamp readable",
             "timestamps in interval", "ranks >= 1", "index_version present", "k >= 1")
 
 
@@ -146,7 +146,7 @@ def test_malformed_json_line_fails_records_parse_and_counts_only_there(tmp_path)
                                     "invalid JSON)")
     (tmp_path / "dt=2026-11-01" / "bad.jsonl.gz").write_bytes(b"not gzip at all")
     report = quality.validate_files([str(path.parent)], DAY1, DAY2)
-    assert [c.name for c in report.failures] == ["records parse"]
+    assert [c.name for c in report.failures] == ["files readable", "records parse"]
     assert by_name(report)["records parse"]["detail"] == (
         "2 of 4 records cannot be read, e.g. dt=2026-11-01/bad.jsonl.gz: cannot be read as "
         "JSON Lines")
@@ -336,3 +336,62 @@ def test_report_shows_the_checks_escaped(tmp_path, warehouse):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section
     assert "<script" not in text
     assert "failed</span>" in section
+
+
+def test_an_empty_day_partition_is_no_log_file_for_the_gate_or_for_ingest(tmp_path, warehouse):
+    logs = tmp_path / "logs"
+    (logs / "dt=2026-11-01" / "empty-subfolder").mkdir(parents=True)
+    clean_day(logs, "2026-11-02", n=3)
+    (logs / "dt=2026-11-02" / "_SUCCESS").write_text("")
+
+    assert api.logs_for_interval(logs, "2026-11-01", "2026-11-02") == []
+    assert api.logs_for_interval(logs, "2026-11-01", "2026-11-03") == [
+        str(logs / "dt=2026-11-02")]
+    template = str(logs) + "/dt={date}"
+    assert api.logs_for_interval(template, "2026-11-01", "2026-11-03") == [
+        str(logs / "dt=2026-11-02")]
+    files = api.logs_for_interval(template + "/*", "2026-11-01", "2026-11-03")
+    assert files == [str(logs / "dt=2026-11-02" / "p.jsonl")]   # not the _SUCCESS marker
+    # what the scheduled job does with them: gate, then ingest what the gate passed
+    paths = api.logs_for_interval(logs, "2026-11-01", "2026-11-03")
+    assert api.check_logs(warehouse, paths, "2026-11-01", "2026-11-03")["passed"]
+    assert api.ingest_logs(warehouse, paths).loaded == 3
+
+
+def test_copies_ingest_loads_once_are_identical_re_deliveries_to_the_gate(tmp_path, warehouse):
+    first = request("r-1", [{"chunk_id": "a", "score": 0.5}], ts="2026-11-01T10:00:00Z", k=5)
+    written_again = {**first, "timestamp": "2026-11-01T10:00:00+00:00", "k": 5.0,
+                     "retrieved": [{"chunk_id": "a", "score": 0.5, "rank": 1}]}
+    a = write_jsonl(tmp_path / "a.jsonl", [first, request("r-2", ["b"])])
+    b = write_jsonl(tmp_path / "b.jsonl", [written_again])
+    as_parquet = {**first, "timestamp": datetime(2026, 11, 1, 10)}
+    pq.write_table(pa.Table.from_pylist([as_parquet]), tmp_path / "c.parquet")
+    paths = [str(a), str(b), str(tmp_path / "c.parquet")]
+
+    result = api.check_logs(warehouse, paths, "2026-11-01", "2026-11-02")
+
+    assert result["passed"], result
+    assert by_name(result)["request_id unique"]["detail"] == (
+        "2 distinct request_id values; 2 identical re-deliveries (loaded once)")
+    assert api.ingest_logs(warehouse, paths).quarantined == 0
+    with connect(warehouse, read_only=True) as con:   # what the gate said: loaded once
+        assert con.sql("SELECT request_id FROM requests ORDER BY 1").fetchall() == [
+            ("r-1",), ("r-2",)]
+
+
+def test_a_file_that_cannot_be_read_stops_the_interval_whatever_the_tolerance(
+        tmp_path, warehouse):
+    day = tmp_path / "dt=2026-11-01"
+    write_jsonl(day / "p.jsonl", [request(f"r-{i}", ["a"], ts=f"2026-11-01T{i % 24:02d}:00:00Z")
+                                  for i in range(300)])
+    (day / "broken.parquet").write_bytes(b"PAR1 this is not a parquet file PAR1")
+
+    message = gate_failure([day])
+
+    assert message == ("quality gate failed for 2026-11-01..2026-11-02: files readable "
+                       "(1 unreadable, e.g. dt=2026-11-01/broken.parquet: cannot be read as "
+                       "Parquet)")
+    with pytest.raises(QualityGateFailed):
+        api.check_logs(warehouse, [str(day)], "2026-11-01", "2026-11-02")
+    with connect(warehouse, read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM requests").fetchall() == [(0,)]

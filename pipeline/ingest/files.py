@@ -102,6 +102,14 @@ def expand_paths(paths: list[str], suffixes: tuple[str, ...]) -> list[Path]:
     return unique
 
 
+def holds_files(path: str | Path, suffixes: tuple[str, ...]) -> bool:
+    """Whether `path` is a file of `suffixes`, or a directory with one somewhere under it (an
+    empty day partition, or one holding only a `_SUCCESS` marker, holds none)."""
+    p = Path(path)
+    files = p.rglob("*") if p.is_dir() else [p]
+    return any(f.is_file() and f.name.lower().endswith(suffixes) for f in files)
+
+
 def single_file(path: str, suffixes: tuple[str, ...]) -> Path:
     """The one file a gold set or manifest is loaded from."""
     files = expand_paths([path], suffixes)
