@@ -20,20 +20,20 @@ DAY = Param(None, type=["null", "string"], description="ISO date (UTC)")
      default_args={"owner": "recallwatch", "retries": 2, "retry_delay": timedelta(minutes=5),
                    "on_failure_callback": on_task_failure})
 def recallwatch_monitor():
-    """Per run, its data interval [start, end): find the logs, gate their quality (a failure
-    fails the run before anything is loaded), ingest, score, record quality warnings, aggregate,
-    judge drift, report, alert. Each step replaces its interval's rows, so any task can be
-    cleared and re-run. A run triggered without a logical date has no interval: give params
-    `start` and `end` (ISO dates; given, they win over the interval). See dags/README.md."""
+    """Per run, the whole UTC days that ended in its data interval [start, end) (the interval with
+    the default midnight schedule; a run in which no day ended is skipped): find the logs, gate
+    their quality (a failure fails the run before anything is loaded), ingest, score, record
+    quality warnings, aggregate, judge drift, report, alert. Each step replaces its days' rows,
+    so any task can be cleared and re-run. A run triggered without a logical date has no
+    interval: give params `start` and `end` (ISO dates; given, they win over the interval).
+    See dags/README.md."""
 
-    @task
-    def logs(params=None, data_interval_start=None, data_interval_end=None) -> dict:
-        from pipeline.api import instant, logs_for_interval
+    @task.short_circuit  # no UTC day ended in the interval: nothing to do, the rest is skipped
+    def logs(params=None, data_interval_start=None, data_interval_end=None) -> dict | None:
+        from pipeline.api import days_ended, logs_for_interval
         start, end = params["start"] or data_interval_start, params["end"] or data_interval_end
-        if not (start and end):
-            raise ValueError("this run has no data interval: trigger it with params start and end")
-        start, end = instant(start).isoformat(), instant(end).isoformat()
-        return {"start": start, "end": end, "paths": logs_for_interval(LOGS, start, end)}
+        days = days_ended(start, end)   # whole UTC days: windows and partitions are days
+        return days and {**days, "paths": logs_for_interval(LOGS, days["start"], days["end"])}
 
     @task(pool=WRITER, retries=0)  # bad data stays bad: a failed gate is not retried
     def check(run: dict) -> dict:

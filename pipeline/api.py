@@ -256,6 +256,20 @@ def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None
 
 # ------------------------------------------------------------- scheduled runs (one interval)
 
+def days_ended(start: When, end: When) -> dict[str, str] | None:
+    """The whole UTC days that ended within a scheduled run's interval (start, end]: [the
+    day of start, the day of end) as ISO date-times, or None when no day ended in it. Windows
+    and log partitions are UTC days, so a schedule that does not fall at midnight (`0 6 * * *`:
+    [06:00, 06:00 the next day)) does the day that ended in its interval, whole and once, and
+    an hourly one does each day in the run whose interval holds its midnight."""
+    first, last = instant(start, "the interval's start"), instant(end, "the interval's end")
+    if first is None or last is None:
+        raise RecallwatchError("this run has no data interval: trigger it with params start "
+                               "and end (ISO dates).")
+    first, last = (datetime.combine(t.date(), datetime.min.time()) for t in (first, last))
+    return {"start": first.isoformat(), "end": last.isoformat()} if last > first else None
+
+
 def logs_for_interval(source: str | os.PathLike, start: When, end: When) -> list[str]:
     """The log files of the UTC days that [start, end) touches, under `source`: a directory
     laid out in hive partitions (its `dt=YYYY-MM-DD/` folders of those days), or a path

@@ -1,10 +1,11 @@
 """The data-quality gate of one interval [start, end): before an interval's log files are loaded,
 they are read the way ingest reads them (pipeline.ingest.logs stages each file on an in-memory
 DuckDB connection, never the warehouse), turned into one row per record (sql/quality_records.sql)
-and validated with Great Expectations as a pandas DataFrame. Blocking checks (files readable, records parse,
-request_id present and unique, timestamps readable and inside the interval, ranks >= 1,
-index_version present, k >= 1 where logged) stop the interval: `gate` raises QualityGateFailed
-with one line naming each failed check, its count and an example, and the caller loads nothing.
+and validated with Great Expectations as a pandas DataFrame. Blocking checks (files readable,
+records parse, request_id present and unique, timestamps readable and inside the interval,
+ranks >= 1, index_version present, k >= 1 where logged) stop the interval: `gate` raises
+QualityGateFailed with one line naming each failed check, its count and an example, and the
+caller loads nothing.
 Warnings (empty retrievals, retrieved-list length, golden join keys; after loading, the share
 matched to a golden and the share quarantined, `check_loaded`) never block. Every check is a
 row of `quality_checks`, replaced per interval and stage by `record`, so checking twice changes
@@ -319,7 +320,8 @@ def _missing(field: str):
 def _request_id_unique(o, frame, start, end):
     keys = frame["distinct_request_id"].dropna()
     repeats = int(frame["request_id"].notna().sum()) - len(keys)
-    copies = f"; {_plural(repeats, 'identical re-delivery', 'identical re-deliveries')} (loaded once)" if repeats else ""
+    copies = (f"; {_plural(repeats, 'identical re-delivery', 'identical re-deliveries')} "
+              "(loaded once)" if repeats else "")
     if not o.unexpected:
         return "0 duplicates", None, f"{len(keys):,} distinct request_id values{copies}"
     values = int(keys[keys.duplicated()].nunique())

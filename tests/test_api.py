@@ -73,3 +73,15 @@ def test_bad_values_are_one_clear_error(loaded):
         api.score(loaded, gold_version="v9")
     with pytest.raises(RecallwatchError, match="--gold needs --gold-version"):
         api.run(loaded, gold="gold.jsonl")
+
+
+def test_a_scheduled_interval_does_the_whole_utc_days_that_ended_in_it():
+    day = {"start": "2026-11-01T00:00:00", "end": "2026-11-02T00:00:00"}
+    assert api.days_ended("2026-11-01", "2026-11-02") == day              # midnight schedule
+    assert api.days_ended("2026-11-01T06:00:00+00:00", "2026-11-02T06:00:00Z") == day  # 0 6 * * *
+    assert api.days_ended("2026-11-01T23:00", "2026-11-02T00:00") == day  # the hour of midnight
+    assert api.days_ended("2026-11-02T01:00", "2026-11-02T02:00") is None  # no day ended
+    assert api.days_ended(datetime(2026, 11, 1, 3), datetime(2026, 11, 8, 3)) == {
+        "start": "2026-11-01T00:00:00", "end": "2026-11-08T00:00:00"}    # weekly
+    with pytest.raises(RecallwatchError, match="has no data interval: trigger it with params"):
+        api.days_ended(None, "2026-11-02")

@@ -247,6 +247,45 @@ def test_monitor_over_three_days_builds_what_run_builds_and_a_rerun_changes_noth
         assert snapshot(con) == before
 
 
+@pytest.mark.slow
+def test_a_schedule_off_midnight_does_the_day_that_ended_whole_and_an_hour_without_one_skips(
+        airflow_env, tmp_path):
+    world = generate_demo_world(tmp_path / "world", days=2, requests_per_day=80)
+    for day in world.logs_dir.glob("dt=*/requests.jsonl"):   # under the gate's tolerance, as above
+        day.write_text("".join(f"{line}\n" for line in day.read_text().splitlines()
+                               if _readable(line)))
+    index = [(str(path), version) for version, path in world.index_manifests.items()]
+    scheduled, caught_up = tmp_path / "scheduled.duckdb", tmp_path / "run.duckdb"
+    api.ingest_gold(scheduled, str(world.gold_path), world.gold_version)
+    for path, version in index:
+        api.ingest_index(scheduled, path, version)
+    env = _monitor_env(tmp_path, scheduled, world.logs_dir)
+
+    (run,) = child(airflow_env, tmp_path, "recallwatch_monitor", "2026-10-02T06:00:00+00:00",
+                   RECALLWATCH_SCHEDULE="0 6 * * *", **env)
+    assert (run["state"], run["start"], run["end"]) == (
+        "success", "2026-10-01T06:00:00+00:00", "2026-10-02T06:00:00+00:00"), run
+    with connect(scheduled, read_only=True) as con:
+        checked = con.sql("SELECT DISTINCT interval_start, interval_end FROM quality_checks "
+                          "WHERE stage = 'files'").fetchall()
+    assert checked == [(datetime(2026, 10, 1), datetime(2026, 10, 2))]
+    # the day that ended, whole (its hours before 06:00 too), as `run` builds it
+    api.run(caught_up, logs=[str(world.logs_dir / "dt=2026-10-01")], gold=str(world.gold_path),
+            gold_version=world.gold_version, index=index)
+    rows = _table(scheduled, "window_metrics")
+    assert rows and rows == _table(caught_up, "window_metrics")
+
+    with connect(scheduled, read_only=True) as con:
+        before = snapshot(con)
+    (hour,) = child(airflow_env, tmp_path, "recallwatch_monitor", "2026-10-02T12:00:00+00:00",
+                    RECALLWATCH_SCHEDULE="0 * * * *", **env)
+    assert hour["state"] == "success", hour
+    assert hour["tasks"].pop("logs")[0] == "success"
+    assert {state for state, _ in hour["tasks"].values()} == {"skipped"}, hour
+    with connect(scheduled, read_only=True) as con:
+        assert snapshot(con) == before
+
+
 class _Hook(BaseHTTPRequestHandler):
     """A webhook alert channel on loopback that records what it is sent."""
 

@@ -23,8 +23,9 @@ from tests.conftest import golden, request, snapshot, write_jsonl
 
 DAY1, DAY2 = datetime(2026, 11, 1), datetime(2026, 11, 2)
 PUBLISHED = ("request_scores", "window_metrics", "drift_events")
-BLOCKING = ("files readable", "records parse", "request_id present", "request_id unique", "timestamp readable",
-            "timestamps in interval", "ranks >= 1", "index_version present", "k >= 1")
+BLOCKING = ("files readable", "records parse", "request_id present", "request_id unique",
+            "timestamp readable", "timestamps in interval", "ranks >= 1", "index_version present",
+            "k >= 1")
 
 
 def clean_day(directory: Path, day: str = "2026-11-01", n: int = 6) -> Path:
