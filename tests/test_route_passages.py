@@ -120,6 +120,20 @@ def test_score_cutoff_changes_no_decision_of_the_strict_threshold():
     assert sum(e == 0.5 for e in exact) > 100
 
 
+def test_any_threshold_decides_as_the_exact_arithmetic_does_whatever_the_cutoff():
+    """1 - 7/10 is 0.30000000000000004 in float64, which RAGAS counts as above 0.3; the early
+    stop of rapidfuzz must not cut such a pair to 0 at any threshold."""
+    pairs = [("a" * m, "b" * d + "a" * (m - d)) for m in range(1, 41) for d in range(m + 1)]
+    batch = pa.record_batch({
+        "request_id": [f"r{i}" for i in range(len(pairs))], "passage_no": [1] * len(pairs),
+        "place": pa.array([1] * len(pairs), pa.int32()),
+        "passage": [p for p, _ in pairs], "text": [t for _, t in pairs]})
+    for threshold in [i / 20 for i in range(1, 20)]:
+        covered = {c["request_id"] for c in covering_pairs([batch], threshold).to_pylist()}
+        assert covered == {f"r{i}" for i, (p, t) in enumerate(pairs)
+                           if reference_similarity(p, t) > threshold}, threshold
+
+
 def test_covering_pairs_score_repeated_pairs_alike_and_never_cover_with_a_null():
     batch = pa.record_batch({
         "request_id": ["r", "r", "s", "s", "t"], "passage_no": [1, 2, 1, 2, 1],

@@ -51,8 +51,9 @@ def similarities(passages: list[str], texts: list[str],
     exactly there). Vectorized and multi-threaded: rapidfuzz.process.cpdist, the paired form
     of cdist (cdist over a batch would also compare passages with other requests' texts).
     With `score_cutoff`, a pair below it scores 0 and rapidfuzz stops its work early; a pair
-    at or above it keeps its exact similarity (rapidfuzz's documented rule), so `> cutoff`
-    afterwards decides exactly as without one."""
+    at or above it keeps its exact similarity (rapidfuzz's documented rule), but the edge is
+    rapidfuzz's own rounding of the cutoff to edits: give a cutoff a little under a threshold
+    and decide `> threshold` afterwards (covering_pairs)."""
     from rapidfuzz.distance import Levenshtein
     from rapidfuzz.process import cpdist
 
@@ -96,8 +97,11 @@ def covering_pairs(batches: Iterable[pa.RecordBatch],
             continue
         passages, texts, row_pair = distinct_pairs(batch.column("passage"),
                                                    batch.column("text"))
-        # rapidfuzz takes cutoffs in [0, 1]; clamping one outside changes no decision
-        cutoff = min(max(threshold, 0.0), 1.0)
+        # rapidfuzz stops early below the cutoff, turning it into a whole number of edits with
+        # its own rounding: 1 - 7/10 is 0.30000000000000004 > 0.3 in float64 (as RAGAS
+        # computes it) yet cut at 0.3. A cutoff a little under the threshold keeps every such
+        # pair; `>` on the exact values decides. Cutoffs are taken in [0, 1].
+        cutoff = min(max(threshold - 1e-6, 0.0), 1.0)
         covers = similarities(passages, texts, score_cutoff=cutoff) > threshold
         mask = pa.array(covers[row_pair])
         kept.append(pa.table({
