@@ -113,6 +113,17 @@ def test_a_csv_header_with_spaces_after_its_commas_names_its_columns(con, tmp_pa
         ("g-1", "What is the fee?", ["c1", "c2"])]
 
 
+def test_a_csv_written_with_a_space_after_each_comma_gives_its_values_without_it(con, tmp_path):
+    # "question, gold_id": the gold_id " g-1" joined no request logging "g-1"
+    (tmp_path / "gold.csv").write_bytes(
+        '\ufeffquestion, gold_id, gold_chunk_ids\n'
+        'What is the fee?, g-1, c1|c2\n'
+        '"Fees, and limits?", g-2, "c3"\n'.encode())
+    assert ingest_gold(con, str(tmp_path / "gold.csv"), "v1").loaded == 2
+    assert con.sql("SELECT gold_id, question, gold_chunk_ids FROM goldens ORDER BY 1").fetchall(
+    ) == [("g-1", "What is the fee?", ["c1", "c2"]), ("g-2", "Fees, and limits?", ["c3"])]
+
+
 def test_whole_decimal_ids_of_a_parquet_gold_set_load_as_in_a_log(con, tmp_path):
     # Spark and database exports write integer IDs as decimal(p, 0); a fractional one is no ID
     from decimal import Decimal

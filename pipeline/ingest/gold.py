@@ -122,7 +122,11 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
         try:
             with open(path, encoding="utf-8-sig", newline="") as fh:
                 reader = csv.DictReader(fh)
-                # a header written "gold_id, question" names the columns without the spaces
+                # a file written "gold_id, question" (a space after each comma) names its
+                # columns and gives its values without the spaces: " g-1" would join nothing
+                if any(name[:1].isspace() for name in reader.fieldnames or ()):
+                    fh.seek(0)
+                    reader = csv.DictReader(fh, skipinitialspace=True)
                 if reader.fieldnames:
                     reader.fieldnames = [name.strip() for name in reader.fieldnames]
                 # numbered by the line a record starts on (line_num is where it ends)
