@@ -328,7 +328,7 @@ def rebuild(warehouse: Warehouse, index_version: str, manifest: str, live_from: 
     them. Returns what was carried, lost and re-scored as plain values."""
     from pipeline import rebuild as rebuilding
 
-    with connect(warehouse) as con:
+    with connect(warehouse, must_exist=True) as con:   # a mistyped path is no new warehouse
         return rebuilding.rebuild(con, index_version, manifest,
                                   instant(live_from, "--live-from")).as_dict()
 

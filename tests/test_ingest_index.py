@@ -131,3 +131,22 @@ def test_csv_manifest_rows_are_numbered_by_the_line_they_start_on(con, tmp_path)
     semi.write_text('chunk_id;text\n"s1";"one\ntwo"\ns2;\n')
     ingest_index(con, str(semi), "idx-s")
     assert con.sql("SELECT line FROM quarantine WHERE version = 'idx-s'").fetchall() == [(4,)]
+
+
+@pytest.mark.parametrize("name, bad", [
+    ("m.jsonl", b'{"chunk_id": "", "text": "a"}\n{"chunk_id": [1], "text": "b"}\nnot json\n'),
+    ("m.csv", b"chunk_id,text\n,no id\n"),
+])
+def test_a_manifest_of_which_nothing_loads_is_refused_and_the_loaded_one_stays(
+        con, tmp_path, name, bad):
+    (tmp_path / "good.csv").write_text("chunk_id,content_hash\nc1,h1\nc2,h2\n")
+    ingest_index(con, str(tmp_path / "good.csv"), "idx-1")
+    (tmp_path / name).write_bytes(bad)
+
+    with pytest.raises(RecallwatchError, match=r"no chunk could be loaded from \d+ records.*"
+                                               r"nothing was loaded as index version 'idx-1'"):
+        ingest_index(con, str(tmp_path / name), "idx-1")
+
+    assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [
+        ("c1",), ("c2",)]
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]

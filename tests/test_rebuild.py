@@ -12,6 +12,7 @@ from datetime import datetime
 import pytest
 from scipy import stats as sp
 
+from pipeline import cli
 from pipeline.ingest import ingest_gold, ingest_index, ingest_logs
 from pipeline.rebuild import rebuild
 from pipeline.report import write_report
@@ -335,6 +336,11 @@ def test_cli_rebuild_prints_what_was_carried(run_cli, tmp_path, warehouse):
     code, _, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
                            "--live-from", "next week")
     assert code == 2 and "--live-from 'next week' is not an ISO date" in err
+    # a mistyped warehouse is refused, not created and reported as rebuilt
+    typo = tmp_path / "typo" / "recalwatch.duckdb"
+    assert cli.main(["--warehouse", str(typo), "rebuild", str(tmp_path / "idx-2.jsonl"),
+                     "--version", "idx-2", "--live-from", "2026-11-08"]) == 2
+    assert not typo.exists()
 
 
 def test_late_logs_of_another_index_before_the_rebuild_carry_from_it_as_a_fresh_build(

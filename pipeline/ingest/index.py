@@ -193,6 +193,18 @@ def _load_staged(con, file: Path, version: str, digest: str,
     quarantine_rows(con, "index", source, version, rejects)
     n_read = con.execute("SELECT count(*) FROM stage_index").fetchall()[0][0] + len(rejects)
     n_bad = count_quarantined(con, "index", source, version)
+    if n_read == n_bad:
+        # a manifest is a snapshot that replaces the version's: an empty one would wipe it
+        # (and every not_in_index diagnosis) without a word. Raised inside the caller's
+        # transaction, so the manifest loaded before stays.
+        first = con.execute(
+            "SELECT line, reason FROM quarantine WHERE kind = 'index' AND source = $source "
+            "AND version = $version ORDER BY line LIMIT 1",
+            {"source": source, "version": version}).fetchall()
+        example = f" (line {first[0][0]}: {first[0][1]})" if first else ""
+        raise RecallwatchError(
+            f"{source}: no chunk could be loaded from {n_read} records{example}; nothing was "
+            f"loaded as index version {version!r}.")
     return record_file(con, "index", source, version, digest, "", n_read, n_read - n_bad, n_bad)
 
 
