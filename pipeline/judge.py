@@ -144,7 +144,8 @@ class JudgeConfig:
                 "least 0.")
         if self.base_url:
             _check_endpoint(self.base_url)
-        if self.api_key != self.api_key.strip() or not self.api_key.isascii():
+        if not self.api_key.isascii() or not self.api_key.isprintable() or any(
+                c.isspace() for c in self.api_key):
             # an HTTP header carries the key: a line break or a non-ASCII letter cannot go
             raise RecallwatchError(
                 "OPENAI_API_KEY holds a space, a line break or a non-ASCII character: set it "

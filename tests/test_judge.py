@@ -305,7 +305,8 @@ def test_an_endpoint_the_client_cannot_use_is_one_sentence_that_shows_no_passwor
     assert "PASS-41c7" not in str(refused.value) and SECRET not in str(refused.value)
 
 
-@pytest.mark.parametrize("key", [SECRET + "\n", " " + SECRET, SECRET + "é"])
+@pytest.mark.parametrize("key", [SECRET + "\n", " " + SECRET, SECRET + "é", "sk-a\nb",
+                                 "sk-a b", "sk-a\tb", "sk-a\x00b"])
 def test_a_key_no_http_header_can_carry_is_one_sentence(key):
     env = {"RECALLWATCH_JUDGE_MODEL": "gpt-x", "OPENAI_API_KEY": key}
     with pytest.raises(RecallwatchError, match="OPENAI_API_KEY holds a space") as refused:

@@ -441,6 +441,29 @@ def test_cli_without_a_judge_skips_the_claims_route_with_one_line(run_cli, tmp_p
     assert "route ids" in out and "route claims" not in out
 
 
+@pytest.mark.parametrize("env, refused", [
+    ({"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "127.0.0.1:8000"},
+     "OPENAI_BASE_URL must be an http:// or https:// URL"),
+    ({}, "OPENAI_API_KEY is not set"),
+])
+def test_a_judge_configured_in_the_environment_but_wrongly_is_refused_not_called_absent(
+        run_cli, tmp_path, monkeypatch, env, refused):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RECALLWATCH_JUDGE_MODEL", "judge-x")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
+                                           "gold_chunk_ids": ["urban"], "claims": CLAIMS}])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", CHUNKS)])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
+    run_cli("config", "--routes", "ids,claims")
+    for command in (("score",), ("run",)):
+        code, out, err = run_cli(*command)
+        assert code == 2 and refused in err and "no judge is configured" not in out + err
+
+
 def test_cli_run_judges_the_claims_route_in_force(run_cli, tmp_path, monkeypatch):
     server, out = run_with_judge(
         run_cli, tmp_path, monkeypatch,

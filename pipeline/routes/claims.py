@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -56,7 +57,6 @@ from typing import ClassVar
 import pyarrow as pa
 
 from pipeline.claims import claims_fingerprint, fix_claims
-from pipeline.errors import RecallwatchError
 from pipeline.judge import JudgeConfig, JudgeRun, judge_many, verdict_key
 from pipeline.warehouse import run_script, sql
 
@@ -77,14 +77,13 @@ def _utc_now() -> datetime:
 
 def configured_judge(**overrides) -> JudgeConfig | None:
     """The judge of the environment with `overrides` (None values ignored), or None when no
-    model is configured. A model given but a key missing is the user's error, raised."""
+    model is configured (given or in RECALLWATCH_JUDGE_MODEL). A model configured with a key
+    missing or an endpoint the client cannot use is the user's error, raised: not a run that
+    says no judge is configured."""
     given = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        return JudgeConfig.from_env(**given)
-    except RecallwatchError:
-        if "model" in given:
-            raise
+    if not given.get("model") and not os.environ.get("RECALLWATCH_JUDGE_MODEL"):
         return None
+    return JudgeConfig.from_env(**given)
 
 
 @dataclass
