@@ -927,6 +927,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("recallwatch: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`recallwatch run | head -1`): stop quietly, as a shell command
+        # killed by SIGPIPE does; what was committed before stays committed
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
     except OSError as exc:  # the machine's, not the code's: disk full, permissions, ...
         print(f"recallwatch: error: {exc.strerror or exc}"
               f"{f' ({exc.filename})' if exc.filename else ''}; fix that and run the command "

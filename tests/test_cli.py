@@ -85,6 +85,18 @@ def test_missing_input_is_one_sentence_not_a_traceback(tmp_path):
     assert result.stderr.strip() == expected
 
 
+def test_a_reader_that_goes_away_stops_the_command_quietly(tmp_path):
+    # `recallwatch ingest logs ... | head -0`: no "rolled back" message, no error at exit
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    command = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "--warehouse", str(tmp_path / "w.duckdb"),
+         "ingest", "logs", str(tmp_path / "logs.jsonl")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command.stdout.close()   # before the command has printed anything
+    _, err = command.communicate(timeout=120)
+    assert (command.returncode, err.decode()) == (141, "")
+
+
 def test_score_without_gold_set_says_what_to_do(tmp_path, run_cli):
     write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
     run_cli("ingest", "logs", tmp_path / "logs.jsonl")
