@@ -266,7 +266,8 @@ def cmd_aggregate(args) -> None:
         summary = api.aggregate(args.warehouse, args.start, args.end, grain=args.window,
                                 pass_mark=args.pass_mark, keep=True, progress=progress)
     if summary.start is None:
-        print("nothing to aggregate: no requests in the warehouse.")
+        print("nothing to aggregate: no requests in the warehouse"
+              + (" for that window." if args.start or args.end else "."))
         return
     print(f"window_metrics: {summary.rows} rows by {summary.grain} "
           f"for {summary.start:%Y-%m-%d %H:%M}..{summary.end:%Y-%m-%d %H:%M}"

@@ -210,6 +210,8 @@ def aggregate_span(con, grain: str, start: datetime | None,
             return None, None
         start = start or lo
         end = end or hi + GRAINS[grain]
+        if end <= start:   # the one bound given lies beyond the data: nothing to aggregate
+            return None, None
     check_window(start, end)
     floor_start, floor_end = con.execute(
         "SELECT date_trunc($g, $start::TIMESTAMP), date_trunc($g, $end::TIMESTAMP)",

@@ -97,6 +97,17 @@ def test_a_reader_that_goes_away_stops_the_command_quietly(tmp_path):
     assert (command.returncode, err.decode()) == (141, "")
 
 
+def test_a_window_beyond_the_data_is_nothing_to_do_not_an_end_never_given(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+            "--gold-version", "v1", "--out", tmp_path / "report")
+    for bound in (("--start", "2030-01-01"), ("--end", "2020-01-01")):
+        code, out, err = run_cli("aggregate", *bound)
+        assert (code, err) == (0, ""), bound
+        assert out == "nothing to aggregate: no requests in the warehouse for that window.\n"
+
+
 def test_score_without_gold_set_says_what_to_do(tmp_path, run_cli):
     write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
     run_cli("ingest", "logs", tmp_path / "logs.jsonl")
