@@ -471,7 +471,10 @@ def cmd_demo(args) -> None:
     from pipeline.routes.claims import configured_judge
     from pipeline.warehouse import warehouse_path
 
-    judge = configured_judge()   # None without both a model and a key: said in one line below
+    try:   # the demo runs without the claims route when no usable judge is configured
+        judge = configured_judge()
+    except RecallwatchError:   # a model without a key, say: said in one line below
+        judge = None
     check_report_dir(args.out)   # before the world is written and the warehouse filled
     out = Path(args.dir)
     if warehouse_path(args.warehouse).is_file():   # a world of another seed is refused first

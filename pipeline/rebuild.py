@@ -10,7 +10,7 @@ the IDs now holding its content (`content_hash`), nothing (`gone`: its content l
 so it stays needed and missed, cause not_in_index), or itself as before (`unknown`: no manifest
 knows its old content). Requests of other index versions keep the gold IDs as they are.
 
-The carried IDs are part of what a day is scored with (pipeline.state.manifest_fingerprint), so
+The carried IDs are part of what a day is scored with (sql/day_manifests.sql), so
 the days they change are found stale like any other; this step re-scores the stale days from
 the day `live_from` falls in (and any earlier day the new index already served), re-aggregates
 them and re-judges drift, as `run` does. Running it again with the same inputs changes

@@ -89,17 +89,13 @@ def check_window(start: datetime | None, end: datetime | None) -> None:
         raise RecallwatchError(f"the window is empty: --end {end} is not after --start {start}.")
 
 
-def manifest_fingerprint(con) -> str:
-    """Which manifest content each index version holds, and which IDs a rebuild carried gold
-    chunks to (pipeline.rebuild): miss causes, and the scores of a rebuilt index's requests,
-    depend on them. Without carried IDs it is the manifests' alone, as before rebuilds."""
-    manifests, carried = con.execute(
-        "SELECT (SELECT coalesce(string_agg(version || ':' || content_hash, ',' "
-        "ORDER BY version), '') FROM ingest_files WHERE kind = 'index'), "
-        "(SELECT md5(string_agg(c, ',' ORDER BY c)) FROM (SELECT to_json([gold_version, "
-        "index_version, gold_chunk_id, carried_chunk_id])::VARCHAR AS c "
-        "FROM carried_gold_ids))").fetchall()[0]
-    return manifests if carried is None else f"{manifests};carried:{carried}"
+def day_manifests(con, first: datetime | None = None, last: datetime | None = None) -> None:
+    """The temp table day_manifests over the days with requests in [first, last): which
+    manifest content each index version serving a day holds, and which IDs a rebuild carried
+    gold chunks to (pipeline.rebuild). Miss causes, and the scores of a rebuilt index's
+    requests, depend on them; a manifest of an index that served no request of a day changes
+    nothing there (sql/day_manifests.sql)."""
+    run_script(con, "day_manifests", {"first": first, "last": last})
 
 
 def route_inputs(con, route: str, gold_version: str | None) -> str:
@@ -119,13 +115,13 @@ def stale_score_days(con, config: Config) -> list[datetime]:
     holding rows that scoring again now could settle (a route's optional `settle_statuses`,
     e.g. claims not judged while a judge is configured) are included each time this is asked:
     `run` asks once per run, so a judge that keeps failing is tried once per run."""
-    manifests = manifest_fingerprint(con)
+    day_manifests(con)
     days: set[datetime] = set()
     for route in config.routes:
         settle = getattr(get_route(route), "settle_statuses", None)
         days.update(row[0] for row in con.execute(sql("stale_score_days"), {
             "route": route, "gold_version": config.gold_version,
-            "cutoffs": config.cutoffs_text, "manifests": manifests,
+            "cutoffs": config.cutoffs_text,
             "route_inputs": route_inputs(con, route, config.gold_version),
             "settle": list(settle() if settle is not None else ())}).fetchall())
     return sorted(days)
@@ -179,10 +175,10 @@ def record_scored(con, route: str, batch: list[Window], config: Config,
     """The windows of `batch` were scored on `route` with `config`: note it per day, and void
     the metrics of those days and of the days whose old scores were deleted (a request that
     moved day leaves its old day)."""
+    day_manifests(con, min(a for a, _ in batch), max(b for _, b in batch))
     run_script(con, "record_scored_days", {
         "windows": [{"start": a, "end": b} for a, b in batch], "route": route,
         "gold": config.gold_version, "cutoffs": config.cutoffs_text,
-        "manifests": manifest_fingerprint(con),
         "route_inputs": route_inputs(con, route, config.gold_version)})
     days = {datetime.combine(a.date(), datetime.min.time()) for a, _ in batch}
     invalidate(con, "score", sorted(days | set(cleared_days)), route)

@@ -399,7 +399,7 @@ CREATE TABLE IF NOT EXISTS score_windows (
     day          TIMESTAMP NOT NULL,   -- the UTC day the window lies in
     gold_version VARCHAR   NOT NULL,
     cutoffs      VARCHAR   NOT NULL,   -- e.g. '1,3,5,10'
-    manifests    VARCHAR   NOT NULL,   -- manifest_fingerprint() when scored
+    manifests    VARCHAR   NOT NULL,   -- the day's manifests when scored (sql/day_manifests.sql)
     route_inputs VARCHAR               -- what else the route's scores depend on when scored
                                        -- (claims: the imported claims; '' on other routes)
 );

@@ -1,8 +1,9 @@
 -- stale_score_days: the UTC days whose scores on a route are out of date (pipeline.state).
 -- Grain: one row per day. Parameters: $route, and what the route's days must have been
--- scored with: $gold_version, $cutoffs (e.g. '1,3,5'), $manifests, $route_inputs (the route's
+-- scored with: $gold_version, $cutoffs (e.g. '1,3,5'), $route_inputs (the route's
 -- inputs_fingerprint, pipeline/routes); $settle (VARCHAR[]): statuses that scoring again now
--- could settle.
+-- could settle. The manifests each day must have been scored with are in the temp table
+-- day_manifests (sql/day_manifests.sql, unbounded).
 -- A day qualifies when it has requests never scored on
 -- the route, when it holds scores whose request is gone or moved to another day, when it was
 -- scored with another gold set, other cutoffs, other index manifests or other route inputs
@@ -23,10 +24,12 @@ FROM request_scores s
 JOIN requests r ON s.request_id = r.request_id
 WHERE s.route = $route AND date_trunc('day', s.timestamp) <> date_trunc('day', r.timestamp)
 UNION
-SELECT day FROM score_windows
-WHERE route = $route
-  AND (gold_version <> $gold_version OR cutoffs <> $cutoffs OR manifests <> $manifests
-       OR route_inputs IS DISTINCT FROM $route_inputs)
+SELECT w.day FROM score_windows w
+LEFT JOIN day_manifests d USING (day)
+WHERE w.route = $route
+  AND (w.gold_version <> $gold_version OR w.cutoffs <> $cutoffs
+       OR w.manifests IS DISTINCT FROM d.manifests
+       OR w.route_inputs IS DISTINCT FROM $route_inputs)
 UNION
 -- rows a scoring now could settle (claims not judged while a judge is configured)
 SELECT DISTINCT date_trunc('day', timestamp) FROM request_scores

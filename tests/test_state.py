@@ -95,6 +95,25 @@ def test_days_a_route_scored_under_earlier_rules_are_rescored_by_run(con, tmp_pa
     assert rows(con, "score_windows", "route = 'ids'") == ids_days
 
 
+def test_a_manifest_makes_stale_only_the_days_its_index_served(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    logs = write_jsonl(tmp_path / "d.jsonl", [
+        request(f"r-{d}", ["a"], ts=f"2026-11-0{d}T10:00:00Z",
+                index_version="idx-1" if d < 3 else "idx-2") for d in (1, 2, 3)])
+    run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    write_jsonl(tmp_path / "idx-3.jsonl", [{"chunk_id": "a", "text": "x"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "a", "text": "x"}])
+
+    # the next index's manifest, loaded before it serves: no day changes, none is rescored
+    assert run(con, index=[(str(tmp_path / "idx-3.jsonl"), "idx-3")]).days_scored == ()
+    # the manifest of the index that served day 3: that day alone, and its miss cause changes
+    summary = run(con, index=[(str(tmp_path / "idx-2.jsonl"), "idx-2")])
+    assert [d.date().isoformat() for d in summary.days_scored] == ["2026-11-03"]
+    assert con.sql("SELECT request_id, cause FROM miss_causes ORDER BY 1").fetchall() == [
+        ("r-1", "not_retrieved"), ("r-2", "not_retrieved"), ("r-3", "not_in_index")]
+    assert run(con).days_scored == ()
+
+
 def test_contiguous_days_become_ranges():
     days = [datetime(2026, 11, d) for d in (1, 2, 3, 5, 7, 8)]
     assert [(a.day, b.day) for a, b in contiguous(days)] == [(1, 4), (5, 6), (7, 9)]

@@ -1,0 +1,35 @@
+-- day_manifests: what each UTC day's scores depend on beyond its requests and the gold set:
+-- the manifest content of every index version that served the day, and the gold chunk IDs a
+-- rebuild carried to it (pipeline/rebuild.py). Recorded per scored day in score_windows and
+-- compared by sql/stale_score_days.sql, so loading a manifest makes stale only the days that
+-- its index version served (the next index's manifest, loaded ahead, makes none).
+-- Grain: temp table day_manifests, one row per day with requests in [$first, $last) (NULL:
+-- unbounded). Parameters: $first, $last (TIMESTAMP or NULL).
+
+CREATE OR REPLACE TEMP TABLE day_manifests AS
+WITH served AS (
+    SELECT DISTINCT date_trunc('day', timestamp) AS day, index_version
+    FROM requests
+    WHERE ($first IS NULL OR timestamp >= $first) AND ($last IS NULL OR timestamp < $last)
+),
+manifest AS (
+    SELECT version AS index_version,
+           string_agg(content_hash, ',' ORDER BY source, content_hash) AS content
+    FROM ingest_files
+    WHERE kind = 'index'
+    GROUP BY version
+),
+carried AS (
+    SELECT index_version,
+           md5(string_agg(to_json([gold_version, gold_chunk_id, carried_chunk_id])::VARCHAR,
+                          ',' ORDER BY gold_version, gold_chunk_id, carried_chunk_id)) AS ids
+    FROM carried_gold_ids
+    GROUP BY index_version
+)
+SELECT day,
+       md5(string_agg(to_json([s.index_version, m.content, c.ids])::VARCHAR, ','
+                      ORDER BY s.index_version)) AS manifests
+FROM served s
+LEFT JOIN manifest m USING (index_version)
+LEFT JOIN carried c USING (index_version)
+GROUP BY day;
