@@ -428,6 +428,8 @@ def cmd_run(args) -> None:
                           alert_channels=channels_from_env(),
                           now=datetime.now(UTC).replace(tzinfo=None),
                           start=args.start, end=args.end, **_source_options(args))
+    for what, version, result in summary.loaded:   # as `ingest gold` / `ingest index` say it
+        print(f"{what} {version} from {result.source}: {_file_state(result)}")
     if summary.ingest:
         _print_ingest(summary.ingest, every_file=len(summary.ingest.files) <= 10)
     print(f"scored {len(summary.days_scored)} day window(s), aggregated "

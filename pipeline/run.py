@@ -28,6 +28,8 @@ class RunSummary:
     drift: DriftSummary | None
     report: Path | None
     alerts: object | None = None   # pipeline.alerts.AlertSummary when channels were given
+    # the gold set and manifests given, as loaded: (what, version, FileResult)
+    loaded: tuple[tuple[str, str, object], ...] = ()
 
 
 def run(con, *, logs: list[str] | None = None, gold: str | None = None,
@@ -54,8 +56,9 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         from pipeline.report import check_report_dir
 
         check_report_dir(report_dir)
-    loaded = [ingest_gold(con, gold, gold_version)] if gold else []
-    loaded += [ingest_index(con, path, version) for path, version in index or []]
+    loaded = [("gold", gold_version, ingest_gold(con, gold, gold_version))] if gold else []
+    loaded += [("index", version, ingest_index(con, path, version))
+               for path, version in index or []]
     summary = ingest_logs(con, logs, progress=progress, options=read) if logs else None
     if con.execute("SELECT 1 FROM carried_gold_ids LIMIT 1").fetchall():
         from pipeline.rebuild import carry_again
@@ -98,4 +101,5 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
             raise TypeError("run needs now= to send alerts")
         sent = send_alerts(con, config, alert_channels,
                            report=str(report.resolve()) if report else None, now=now)
-    return RunSummary(summary, tuple(days), tuple(sorted(aggregated)), judged, report, sent)
+    return RunSummary(summary, tuple(days), tuple(sorted(aggregated)), judged, report, sent,
+                      tuple(loaded))

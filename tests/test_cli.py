@@ -108,6 +108,18 @@ def test_a_window_beyond_the_data_is_nothing_to_do_not_an_end_never_given(tmp_pa
         assert out == "nothing to aggregate: no requests in the warehouse for that window.\n"
 
 
+def test_run_says_what_it_loaded_of_the_gold_set_and_manifests_it_was_given(tmp_path, run_cli):
+    gold = write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"]), "not json"])
+    manifest = write_jsonl(tmp_path / "idx.jsonl", [{"chunk_id": "a", "text": "x"}])
+    logs = write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    code, out, err = run_cli("run", "--logs", logs, "--gold", gold, "--gold-version", "v1",
+                             "--index", f"idx-1={manifest}", "--out", tmp_path / "report")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[:2] == [
+        f"gold v1 from {gold}: read 2, loaded 1, quarantined 1",
+        f"index idx-1 from {manifest}: read 1, loaded 1, quarantined 0"]
+
+
 def test_score_without_gold_set_says_what_to_do(tmp_path, run_cli):
     write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
     run_cli("ingest", "logs", tmp_path / "logs.jsonl")
