@@ -150,3 +150,13 @@ def test_a_manifest_of_which_nothing_loads_is_refused_and_the_loaded_one_stays(
     assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [
         ("c1",), ("c2",)]
     assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
+
+
+def test_a_csv_written_with_a_space_after_each_comma_gives_its_values_without_it(con, tmp_path):
+    # " h1" was another content than "h1": a rebuild carried nothing by it
+    (tmp_path / "m.csv").write_text('chunk_id, content_hash, text\n'
+                                    'c1, h1, the fee\n'
+                                    '"c2", "h2", "fees, and limits"\n')
+    assert ingest_index(con, str(tmp_path / "m.csv"), "idx-1").loaded == 2
+    assert con.sql("SELECT chunk_id, content_hash, text FROM index_chunks ORDER BY 1").fetchall(
+    ) == [("c1", "h1", "the fee"), ("c2", "h2", "fees, and limits")]
