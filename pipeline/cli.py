@@ -44,6 +44,12 @@ def _positive(text: str) -> int:
     return value
 
 
+def _alert_k(text: str) -> int:
+    from pipeline.config import AUTO_ALERT_K
+
+    return AUTO_ALERT_K if text.strip().lower() == "auto" else _positive(text)
+
+
 def _unit(text: str) -> float:
     try:
         value = float(text)
@@ -704,7 +710,9 @@ def _step_commands(sub, command) -> None:
     p.add_argument("--baseline", action="append", metavar="SLICE=SPEC",
                    help="baseline of a slice ('*' for all): first:N, first:N@DAY[@DAY...], "
                         "trailing:N, dates:DAY..DAY or index:VERSION (repeatable)")
-    p.add_argument("--alert-k", type=_positive, help="the cutoff k whose episodes alert")
+    p.add_argument("--alert-k", type=_alert_k,
+                   help="the cutoff k whose episodes alert; auto: 10, or the cutoff nearest it "
+                        "(the default)")
     p.add_argument("--alert-metrics",
                    help="metrics whose episodes alert: mean_recall,pass_rate,full_coverage_rate")
     p.set_defaults(func=cmd_config)

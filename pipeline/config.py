@@ -210,6 +210,10 @@ def in_force(con) -> Config:
     )
 
 
+# `resolve(alert_k=AUTO_ALERT_K)` (the CLI's `--alert-k auto`): no alert k of one's own again
+AUTO_ALERT_K = 0
+
+
 def resolve(con, *, cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
             gold_version: str | None = None, grains: tuple[str, ...] | None = None,
             routes: tuple[str, ...] | None = None, drift_mode: str | None = None,
@@ -234,6 +238,8 @@ def resolve(con, *, cutoffs: tuple[int, ...] | None = None, pass_mark: float | N
              "alert_k": alert_k,
              "alert_metrics": tuple(alert_metrics) if alert_metrics is not None else None}
     config = replace(current, **{k: v for k, v in given.items() if v is not None})
+    if alert_k == AUTO_ALERT_K:   # back to the default, which follows the cutoffs
+        config = replace(config, alert_k=None)
     if gold_version is not None:
         known = con.execute("SELECT 1 FROM gold_versions WHERE gold_version = $v",
                             {"v": gold_version}).fetchall()

@@ -13,6 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import cli
+from pipeline.config import in_force
+from pipeline.warehouse import connect
 from tests.conftest import golden, request, write_jsonl
 
 CLAIMS_GOLDEN = golden(
@@ -118,6 +120,19 @@ def test_run_says_what_it_loaded_of_the_gold_set_and_manifests_it_was_given(tmp_
     assert out.splitlines()[:2] == [
         f"gold v1 from {gold}: read 2, loaded 1, quarantined 1",
         f"index idx-1 from {manifest}: read 1, loaded 1, quarantined 0"]
+
+
+def test_an_alert_k_of_ones_own_can_go_back_to_the_default_that_follows_the_cutoffs(
+        tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    assert run_cli("config", "--alert-k", "10")[0] == 0
+    code, _, err = run_cli("config", "--cutoffs", "1,5")
+    assert code == 2 and "--alert-k 10 must be one of the cutoffs 1,5" in err
+    code, out, err = run_cli("config", "--alert-k", "auto", "--cutoffs", "1,5")
+    assert (code, err) == (0, "")
+    with connect(tmp_path / "wh" / "recallwatch.duckdb", read_only=True) as con:
+        assert (in_force(con).alert_k, in_force(con).alert_cutoff) == (None, 5)
 
 
 def test_score_without_gold_set_says_what_to_do(tmp_path, run_cli):
