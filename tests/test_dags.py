@@ -203,22 +203,28 @@ def _monitor_env(tmp_path: Path, warehouse: Path, logs: Path) -> dict[str, str]:
             "RECALLWATCH_REPORT_DIR": str(tmp_path / "report")}
 
 
-@pytest.mark.slow
-def test_monitor_over_three_days_builds_what_run_builds_and_a_rerun_changes_nothing(
-        airflow_env, tmp_path):
-    world = generate_demo_world(tmp_path / "world", days=3, requests_per_day=150)
-    # The demo slips unparsable and timestamp-less records into its third day; at 150 requests
-    # a day they are over the gate's 1 % tolerance and it would stop the day (tested below), so
-    # drop them here. Its other broken records stay: ingest quarantines them in both warehouses.
-    third = world.logs_dir / "dt=2026-10-03" / "requests.jsonl"
-    third.write_text("".join(f"{line}\n" for line in third.read_text().splitlines()
-                             if _readable(line)))
+def _scheduled_world(tmp_path: Path, *, days: int, per_day: int):
+    """A demo world, its gold set and manifests loaded into the warehouse the DAG will use:
+    (world, index manifests, that warehouse, one for `run` to build alike, the DAG's env).
+    The demo slips unparsable and timestamp-less records into its last day; at these sizes
+    they are over the gate's 1 % tolerance and it would stop the day (tested below), so they
+    are dropped here. Its other broken records stay: ingest quarantines them in both."""
+    world = generate_demo_world(tmp_path / "world", days=days, requests_per_day=per_day)
+    for day in world.logs_dir.glob("dt=*/requests.jsonl"):
+        day.write_text("".join(f"{line}\n" for line in day.read_text().splitlines()
+                               if _readable(line)))
     index = [(str(path), version) for version, path in world.index_manifests.items()]
     scheduled, caught_up = tmp_path / "scheduled.duckdb", tmp_path / "run.duckdb"
     api.ingest_gold(scheduled, str(world.gold_path), world.gold_version)
     for path, version in index:
         api.ingest_index(scheduled, path, version)
-    env = _monitor_env(tmp_path, scheduled, world.logs_dir)
+    return world, index, scheduled, caught_up, _monitor_env(tmp_path, scheduled, world.logs_dir)
+
+
+@pytest.mark.slow
+def test_monitor_over_three_days_builds_what_run_builds_and_a_rerun_changes_nothing(
+        airflow_env, tmp_path):
+    world, index, scheduled, caught_up, env = _scheduled_world(tmp_path, days=3, per_day=150)
 
     # A run's logical date is the end of its interval here: dag.test infers [day - 1, day).
     runs = child(airflow_env, tmp_path, "recallwatch_monitor", "2026-10-02T00:00:00+00:00",
@@ -250,16 +256,7 @@ def test_monitor_over_three_days_builds_what_run_builds_and_a_rerun_changes_noth
 @pytest.mark.slow
 def test_a_schedule_off_midnight_does_the_day_that_ended_whole_and_an_hour_without_one_skips(
         airflow_env, tmp_path):
-    world = generate_demo_world(tmp_path / "world", days=2, requests_per_day=80)
-    for day in world.logs_dir.glob("dt=*/requests.jsonl"):   # under the gate's tolerance, as above
-        day.write_text("".join(f"{line}\n" for line in day.read_text().splitlines()
-                               if _readable(line)))
-    index = [(str(path), version) for version, path in world.index_manifests.items()]
-    scheduled, caught_up = tmp_path / "scheduled.duckdb", tmp_path / "run.duckdb"
-    api.ingest_gold(scheduled, str(world.gold_path), world.gold_version)
-    for path, version in index:
-        api.ingest_index(scheduled, path, version)
-    env = _monitor_env(tmp_path, scheduled, world.logs_dir)
+    world, index, scheduled, caught_up, env = _scheduled_world(tmp_path, days=2, per_day=80)
 
     (run,) = child(airflow_env, tmp_path, "recallwatch_monitor", "2026-10-02T06:00:00+00:00",
                    RECALLWATCH_SCHEDULE="0 6 * * *", **env)

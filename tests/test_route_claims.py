@@ -425,16 +425,20 @@ def test_cli_dry_run_makes_no_call_and_prints_the_estimate(run_cli, tmp_path, mo
     assert all(SECRET not in text for text in (out, err, out2, err2, out3, err3, out4, err4))
 
 
-def test_cli_without_a_judge_skips_the_claims_route_with_one_line(run_cli, tmp_path,
-                                                                   monkeypatch):
-    for name in ("RECALLWATCH_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+def _one_request_on_the_claims_route(run_cli, tmp_path) -> None:
     write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
                                            "gold_chunk_ids": ["urban"], "claims": CLAIMS}])
     write_jsonl(tmp_path / "logs.jsonl", [request("r-1", CHUNKS)])
     run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
     run_cli("ingest", "logs", tmp_path / "logs.jsonl")
     run_cli("config", "--routes", "ids,claims")
+
+
+def test_cli_without_a_judge_skips_the_claims_route_with_one_line(run_cli, tmp_path,
+                                                                   monkeypatch):
+    for name in ("RECALLWATCH_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    _one_request_on_the_claims_route(run_cli, tmp_path)
     code, out, err = run_cli("score")
     assert code == 0, err
     assert "claims route not judged" in out + err and "RECALLWATCH_JUDGE_MODEL" in out + err
@@ -453,12 +457,7 @@ def test_a_judge_configured_in_the_environment_but_wrongly_is_refused_not_called
     monkeypatch.setenv("RECALLWATCH_JUDGE_MODEL", "judge-x")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
-                                           "gold_chunk_ids": ["urban"], "claims": CLAIMS}])
-    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", CHUNKS)])
-    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
-    run_cli("ingest", "logs", tmp_path / "logs.jsonl")
-    run_cli("config", "--routes", "ids,claims")
+    _one_request_on_the_claims_route(run_cli, tmp_path)
     for command in (("score",), ("run",)):
         code, out, err = run_cli(*command)
         assert code == 2 and refused in err and "no judge is configured" not in out + err
