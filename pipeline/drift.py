@@ -692,11 +692,19 @@ def _one_interval(row: dict, j: int, tests: _Tests) -> None:
     two can rest on different stretches of windows: in a drop after a long stable stretch the
     rise detector still rules out the stretch's level while the drop detector rules out
     today's. Crossed (low above high), they describe no one difference: the row gives this
-    window's own anytime interval instead, both sides restarted here, which never cross."""
+    window's own anytime interval instead, both sides restarted here, which never cross, but
+    on a flagged window the flagged side keeps its detector's bound, the one that flagged it
+    (a drop stays wholly below -margin, a rise above it), the other side reaching it at least."""
     low, high = row["delta_low"], row["delta_high"]
     if low is not None and high is not None and low > high:
-        row.update(delta_low=_finite(float(tests.restarted_low[j])),
-                   delta_high=_finite(float(tests.restarted_high[j])))
+        fresh_low = _finite(float(tests.restarted_low[j]))
+        fresh_high = _finite(float(tests.restarted_high[j]))
+        if row["decision"] == "drop":
+            row.update(delta_low=high if fresh_low is None else min(fresh_low, high))
+        elif row["decision"] == "rise":
+            row.update(delta_high=low if fresh_high is None else max(fresh_high, low))
+        else:
+            row.update(delta_low=fresh_low, delta_high=fresh_high)
 
 
 def _grow_baseline(s: _Series, window: _Window, row: dict) -> None:

@@ -5,6 +5,7 @@ README says. Statistical properties by simulation are in test_drift_sim.py."""
 
 from __future__ import annotations
 
+import random
 import shutil
 from datetime import date, datetime, timedelta
 
@@ -239,6 +240,32 @@ def test_a_drop_after_a_long_stable_stretch_has_an_interval_not_crossed_bounds(c
     assert [decision for *_, decision in rows] == ["drop", "drop"]
     for _, delta, low, high, _ in rows:
         assert low <= delta <= high < -0.05   # holds today's -0.3, and wholly below the margin
+    assert_intervals_never_cross(con)
+
+
+def test_a_flagged_window_after_a_long_stable_stretch_keeps_its_interval_beyond_the_margin(
+        con, tmp_path):
+    # 40 days with 80 % of requests finding their one gold chunk, then 15 days of 60 %: the
+    # rows cross, and the restarted interval of the window alone reached above 0
+    rng = random.Random(3)
+    write_jsonl(tmp_path / "gold.jsonl", [golden(f"g-{i}", [f"c{i}"]) for i in range(20)])
+    records = []
+    for n in range(55):
+        day = date(2026, 1, 1) + timedelta(days=n)
+        for i in range(200):
+            hit = rng.random() < (0.8 if n < 40 else 0.6)
+            records.append(request(f"r{n}-{i}", [f"c{i % 20}" if hit else "x", "y"],
+                                   ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z",
+                                   gold_id=f"g-{i % 20}"))
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    flagged = con.sql("SELECT metric, decision, delta_low, delta_high, margin FROM drift_events "
+                      "WHERE decision IN ('drop', 'rise')").fetchall()
+    assert {metric for metric, decision, *_ in flagged if decision == "drop"} == {
+        "mean_recall", "pass_rate", "full_coverage_rate"}
+    for metric, decision, low, high, margin in flagged:
+        assert (high < -margin if decision == "drop" else low > margin), (metric, low, high)
     assert_intervals_never_cross(con)
 
 
