@@ -311,9 +311,15 @@ def _interval(low: float | None, high: float | None, signed: bool = False) -> st
 def one_line(text: str, limit: int = 200) -> str:
     """Logged text (a slice, a version) fit for a title, a mail header or a terminal line: no
     line breaks, and a control character (NUL, an escape sequence) written as its code."""
-    flat = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 0x100
-                   else f"\\u{ord(ch):04x}" for ch in " ".join(str(text).split()))
+    flat = printable(" ".join(str(text).split()))
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on (a line break, NUL, an escape
+    sequence) written as its code, the rest as it is: a file name as the CLI shows it."""
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 0x100
+                   else f"\\u{ord(ch):04x}" for ch in str(text))
 
 
 def _finite(value):

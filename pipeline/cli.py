@@ -93,6 +93,13 @@ def _console(stderr: bool = False):
                    width=None if stream.isatty() else 110)
 
 
+def printable(text: str) -> str:
+    """A file name or version as the terminal should show it (pipeline.alerts.printable)."""
+    from pipeline.alerts import printable as shown
+
+    return shown(text)
+
+
 def _file_state(result) -> str:
     if result.skipped:
         return "unchanged, skipped"
@@ -105,7 +112,7 @@ def _print_ingest(summary, *, every_file: bool = True) -> None:
     skipped = [f for f in summary.files if f.skipped]
     for f in summary.files:
         if every_file or (f.quarantined and not f.skipped):
-            print(f"{f.source}: {_file_state(f)}")
+            print(f"{printable(f.source)}: {_file_state(f)}")
     print(f"{len(summary.files) - len(skipped)} file(s) ingested, {len(skipped)} unchanged: "
           f"read {summary.read}, loaded {summary.loaded}, quarantined {summary.quarantined}")
 
@@ -126,14 +133,16 @@ def cmd_ingest_gold(args) -> None:
     from pipeline import api
 
     result = api.ingest_gold(args.warehouse, args.path, args.version)
-    print(f"gold {args.version} from {result.source}: {_file_state(result)}")
+    print(f"gold {printable(args.version)} from {printable(result.source)}: "
+          f"{_file_state(result)}")
 
 
 def cmd_ingest_index(args) -> None:
     from pipeline import api
 
     result = api.ingest_index(args.warehouse, args.path, args.version)
-    print(f"index {args.version} from {result.source}: {_file_state(result)}")
+    print(f"index {printable(args.version)} from {printable(result.source)}: "
+          f"{_file_state(result)}")
 
 
 def cmd_config(args) -> None:
@@ -435,7 +444,8 @@ def cmd_run(args) -> None:
                           now=datetime.now(UTC).replace(tzinfo=None),
                           start=args.start, end=args.end, **_source_options(args))
     for what, version, result in summary.loaded:   # as `ingest gold` / `ingest index` say it
-        print(f"{what} {version} from {result.source}: {_file_state(result)}")
+        print(f"{what} {printable(version)} from {printable(result.source)}: "
+              f"{_file_state(result)}")
     if summary.ingest:
         _print_ingest(summary.ingest, every_file=len(summary.ingest.files) <= 10)
     print(f"scored {len(summary.days_scored)} day window(s), aggregated "

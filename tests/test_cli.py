@@ -135,6 +135,21 @@ def test_an_alert_k_of_ones_own_can_go_back_to_the_default_that_follows_the_cuto
         assert (in_force(con).alert_k, in_force(con).alert_cutoff) == (None, 5)
 
 
+def test_file_names_and_versions_reach_the_terminal_with_their_control_characters_as_codes(
+        tmp_path, run_cli):
+    logs = write_jsonl(tmp_path / "day\x1b[2J.jsonl", [request("r-1", ["a"])])
+    gold = write_jsonl(tmp_path / "gold\nv2.jsonl", [golden("g-1", ["a"])])
+    outputs = [run_cli("ingest", "logs", logs),
+               run_cli("ingest", "gold", gold, "--version", "v\a1"),
+               run_cli("run", "--logs", logs, "--gold", gold, "--gold-version", "v\x1b1",
+                       "--out", tmp_path / "report")]
+    for code, out, err in outputs:
+        assert code == 0, err
+        assert not any(ch in out for ch in "\x1b\a") and "\nv2" not in out
+    assert f"{tmp_path}/day\\x1b[2J.jsonl: read 1, loaded 1" in outputs[0][1]
+    assert f"gold v\\x071 from {tmp_path}/gold\\x0av2.jsonl: read 1" in outputs[1][1]
+
+
 def test_score_without_gold_set_says_what_to_do(tmp_path, run_cli):
     write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
     run_cli("ingest", "logs", tmp_path / "logs.jsonl")
