@@ -110,6 +110,14 @@ def holds_files(path: str | Path, suffixes: tuple[str, ...]) -> bool:
     return any(f.is_file() and f.name.lower().endswith(suffixes) for f in files)
 
 
+def spaced_csv_header(path: Path) -> bool:
+    """Whether a CSV file's header is written with a space after each comma (`gold_id,
+    question`): its values then come with that space too, and are read without it."""
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as fh:
+        header = next(csv.reader(fh), [])
+    return any(name[:1].isspace() for name in header)
+
+
 def single_file(path: str, suffixes: tuple[str, ...]) -> Path:
     """The one file a gold set or manifest is loaded from."""
     files = expand_paths([path], suffixes)

@@ -29,6 +29,7 @@ from pipeline.ingest.files import (
     read_json_lines,
     record_file,
     single_file,
+    spaced_csv_header,
 )
 from pipeline.warehouse import normalize_text, run_script, transaction
 
@@ -121,12 +122,9 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
     elif name.endswith(".csv"):
         try:
             with open(path, encoding="utf-8-sig", newline="") as fh:
-                reader = csv.DictReader(fh)
                 # a file written "gold_id, question" (a space after each comma) names its
                 # columns and gives its values without the spaces: " g-1" would join nothing
-                if any(name[:1].isspace() for name in reader.fieldnames or ()):
-                    fh.seek(0)
-                    reader = csv.DictReader(fh, skipinitialspace=True)
+                reader = csv.DictReader(fh, skipinitialspace=spaced_csv_header(path))
                 if reader.fieldnames:
                     reader.fieldnames = [name.strip() for name in reader.fieldnames]
                 # numbered by the line a record starts on (line_num is where it ends)

@@ -26,6 +26,7 @@ from pipeline.ingest.files import (
     quarantine_rows,
     record_file,
     single_file,
+    spaced_csv_header,
     unchanged,
 )
 from pipeline.ingest.logs import stage_json_lines
@@ -239,15 +240,9 @@ def _is_json_lines(file: Path) -> bool:
 def _duckdb_reader(file: Path) -> str:
     if file.name.lower().endswith(".parquet"):
         return "read_parquet($path)"
-    if _spaced_header(file):
+    if spaced_csv_header(file):
         # written "chunk_id, text" (a space after each comma): its values are read without
         # the space, as a gold CSV's are; DuckDB keeps it on a value that is not quoted
         return ("(SELECT ltrim(COLUMNS(*), ' ') "
                 "FROM read_csv($path, header = true, all_varchar = true))")
     return "read_csv($path, header = true, all_varchar = true)"
-
-
-def _spaced_header(file: Path) -> bool:
-    """Whether a CSV file's header has a space after a comma (`chunk_id, text`)."""
-    with open(file, encoding="utf-8-sig", errors="replace", newline="") as fh:
-        return ", " in fh.readline(1 << 16)
