@@ -39,9 +39,11 @@ PREFIXES = ("recall", "pass", "full")
 
 
 def simulate_days(rng: np.random.Generator, means: np.ndarray, requests: int,
-                  sessions: bool = True, pass_mark: float = DEFAULT_PASS_MARK) -> dict:
+                  sessions: bool = True, pass_mark: float = DEFAULT_PASS_MARK,
+                  chunks: int = GOLD_CHUNKS) -> dict:
     """Per day (one entry of `means`, the day's mean recall) the window sums of
-    sql/drift_windows.sql, as arrays of shape (days,). About `requests` requests a day."""
+    sql/drift_windows.sql, as arrays of shape (days,). About `requests` requests a day, each
+    needing `chunks` gold chunks (1: every recall is 0 or 1)."""
     means = np.asarray(means, dtype=float)
     days = means.size
     per_day = max(round(requests / 4), 2) if sessions else requests
@@ -50,10 +52,10 @@ def simulate_days(rng: np.random.Generator, means: np.ndarray, requests: int,
     mu = means[day]
     level = rng.beta(mu * PHI, (1 - mu) * PHI)
     session = np.repeat(np.arange(day.size), sizes)
-    found = rng.binomial(GOLD_CHUNKS, level[session])
-    recall = found / GOLD_CHUNKS
+    found = rng.binomial(chunks, level[session])
+    recall = found / chunks
     metric = {"recall": recall, "pass": (recall >= pass_mark).astype(float),
-              "full": (found == GOLD_CHUNKS).astype(float)}
+              "full": (found == chunks).astype(float)}
     out = {"n": np.bincount(day, weights=sizes, minlength=days),
            "n_clusters": np.full(days, float(per_day)),
            "size_sq": np.bincount(day, weights=sizes * sizes, minlength=days),

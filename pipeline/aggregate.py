@@ -5,10 +5,11 @@ SQL reduces each group to sufficient statistics (sql/window_metrics.sql); pipeli
 turns them into intervals: a t-interval for mean recall and Wilson for the pass and
 full-coverage proportions, or, when any request of the group belongs to a session, a
 cluster-robust t-interval over sessions and Wilson on the design-effect-adjusted effective n
-(`ci_method`, `rate_ci_method` say which). A window range is replaced in one transaction; its
-statistics are gathered a few whole days at a time, as many as the memory limit holds (no
-window spans two days, and the cluster sums hold an entry per session, slice and cutoff while
-they are added up)."""
+(`ci_method`, `rate_ci_method` say which). A group whose every recall is 0 or 1 (one gold
+chunk per golden, say) has a proportion for its mean: it gets the full-coverage rate's
+interval. A window range is replaced in one transaction; its statistics are gathered a few
+whole days at a time, as many as the memory limit holds (no window spans two days, and the
+cluster sums hold an entry per session, slice and cutoff while they are added up)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from pipeline.errors import RecallwatchError
 from pipeline.progress import Progress
 from pipeline.stats import (
     Interval,
+    all_binary,
     clip_unit,
     cluster_t_interval,
     cluster_wilson_interval,
@@ -157,6 +159,9 @@ def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float)
     use_cluster = col["any_session"].astype(bool)
     passes = _rate_interval(col, "pass", use_cluster, alpha)
     full = _rate_interval(col, "full", use_cluster, alpha)
+    # every recall 0 or 1: the mean is the full-coverage rate, and gets its interval
+    binary = np.asarray(all_binary(n, col["recall_sum"].astype(float),
+                                   col["n_full"].astype(float)), dtype=bool)
     step = GRAINS[grain]
 
     def nullable(values: np.ndarray) -> pa.Array:
@@ -175,9 +180,13 @@ def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float)
         "n": stats.column("n"),
         "n_sessions": np.where(use_cluster, col["n_clusters"], col["n"]).astype(np.int64),
         "mean_recall": nullable(mean),
-        "ci_low": nullable(np.where(use_cluster, clustered.low, plain.low)),
-        "ci_high": nullable(np.where(use_cluster, clustered.high, plain.high)),
-        "ci_method": pa.array(np.where(use_cluster, "cluster_t", "t").tolist(), pa.string()),
+        "ci_low": nullable(np.where(binary, full.low,
+                                    np.where(use_cluster, clustered.low, plain.low))),
+        "ci_high": nullable(np.where(binary, full.high,
+                                     np.where(use_cluster, clustered.high, plain.high))),
+        "ci_method": pa.array(np.where(binary, np.where(use_cluster, "cluster_wilson", "wilson"),
+                                       np.where(use_cluster, "cluster_t", "t")).tolist(),
+                              pa.string()),
         "mean_precision": stats.column("mean_precision"),
         "pass_mark": pa.array([pass_mark] * stats.num_rows, pa.float64()),
         "pass_rate": nullable(col["n_pass"] / n_or_nan),

@@ -53,6 +53,7 @@ from pipeline.config import DEFAULT_ALPHA, DRIFT_METRICS, Baseline, Config, give
 from pipeline.progress import Progress
 from pipeline.stats import (
     Interval,
+    all_binary,
     benjamini_hochberg,
     bernstein_bet,
     bernstein_log_evalue,
@@ -101,6 +102,7 @@ class _Pool:
     starts: list[datetime] = field(default_factory=list)
     ends: list[datetime] = field(default_factory=list)
     any_session: bool = False
+    binary: bool = True   # every recall of every window 0 or 1
 
     def add(self, window: _Window) -> None:
         self.sums = np.append(self.sums[:MAX_SIZE] + window.sums[:MAX_SIZE],
@@ -108,6 +110,7 @@ class _Pool:
         self.starts.append(window.start)
         self.ends.append(window.end)
         self.any_session = self.any_session or window.any_session
+        self.binary = self.binary and window.binary
 
 
 @dataclass
@@ -158,6 +161,7 @@ class _Window:
     version: str | None   # the newest version serving the window
     any_session: bool
     sums: np.ndarray
+    binary: bool = False   # every recall 0 or 1: mean recall is then a proportion
 
 
 @dataclass
@@ -263,7 +267,8 @@ def _window(cols: dict, i: int, metric: str, first_seen: dict) -> _Window:
                      cols[f"{prefix}_cluster_sq"][i], cols[f"{prefix}_cluster_cross"][i],
                      cols["size_sq"][i], cols["max_size"][i]], dtype=float)
     return _Window(cols["window_start"][i], cols["window_end"][i], cols["n"][i], versions,
-                   newest, bool(cols["any_session"][i]), sums)
+                   newest, bool(cols["any_session"][i]), sums,
+                   bool(all_binary(cols["n"][i], cols["recall_sum"][i], cols["full_sum"][i])))
 
 
 def _new_series(key: tuple, config: Config, cols: dict, rows: list[int],
@@ -385,13 +390,17 @@ class _Tests:
         win = np.array([it.window.sums for it in judged])
         base_session = np.array([it.pool.any_session for it in judged])
         win_session = np.array([it.window.any_session for it in judged])
-        is_mean = np.array([it.series.key[4] == "mean_recall" for it in judged])
+        # mean recall whose values are all 0 or 1 is a proportion: the baseline's bound, and
+        # the fixed look when the window is one too, take the rates' (cluster-)Wilson intervals
+        base_mean = np.array([_as_mean(it.series.key[4], it.pool) for it in judged])
+        is_mean = np.array([_as_mean(it.series.key[4], it.pool, it.window) for it in judged])
         families: dict[tuple, list[int]] = {}
         for j, it in enumerate(judged):   # the slices of one route x k x gold x metric
             families.setdefault(it.series.key[1:], []).append(j)
         fixed = _fixed_look(base, win, base_session, win_session, is_mean, config, alpha)
         mode = config.drift_mode
-        method = [METHODS[(mode, bool(mean))] for mean in is_mean]
+        method = [METHODS[(mode, bool(mean))]
+                  for mean in (is_mean if mode == "fixed" else base_mean)]
         if mode == "fixed":
             drop = _per_family(families, lambda m: benjamini_hochberg(2 * fixed["p_drop"][m],
                                                                       alpha))
@@ -401,13 +410,19 @@ class _Tests:
                        drop, rise, np.where(fixed["delta"] < 0, fixed["p_drop"],
                                             fixed["p_rise"]),
                        fixed["mdd"], fixed["need"], method)
-        seq = _anytime(judged, base, win, base_session, is_mean, families, config, alpha)
+        seq = _anytime(judged, base, win, base_session, base_mean, families, config, alpha)
         drop = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_drop"][m], alpha / 4))
         rise = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_rise"][m], alpha / 4))
         return cls(fixed["delta"], fixed["low"], fixed["high"], seq["low"], seq["high"], drop,
                    rise, np.where(fixed["delta"] < 0, seq["e_drop"], seq["e_rise"]), seq["mdd"],
                    seq["need"], method, seq["carried"], seq["restarted"], seq["restarted_low"],
                    seq["restarted_high"])
+
+
+def _as_mean(metric: str, pool: _Pool, window: _Window | None = None) -> bool:
+    """Whether a series is tested as a mean (t-based) rather than a proportion: mean recall,
+    unless every recall of the baseline (and of the window, when given) is 0 or 1."""
+    return metric == "mean_recall" and not (pool.binary and (window is None or window.binary))
 
 
 def _per_family(families: dict, decide) -> np.ndarray:
@@ -617,7 +632,8 @@ def _row(it: _Item, j: int | None, tests: _Tests | None, config: Config, grain: 
                    baseline_n=int(pool.sums[N]),
                    baseline_value=float(pool.sums[TOTAL] / pool.sums[N]),
                    decision="insufficient",   # unless the window has data to judge
-                   method=METHODS[(config.drift_mode, metric == "mean_recall")])
+                   method=METHODS[(config.drift_mode, _as_mean(
+                       metric, pool, window if config.drift_mode == "fixed" else None))])
     if j is not None:
         _decide(row, j, tests, config)
     _follow_episode(s, row, j, tests, pool, margin, grain)

@@ -24,6 +24,7 @@ __all__ = [
     "ClusterStats",
     "DifferenceInterval",
     "Interval",
+    "all_binary",
     "betting_confidence_sequence",
     "clip_unit",
     "cluster_difference_interval",
@@ -309,6 +310,21 @@ def clip_unit(interval: Interval) -> Interval:
     low = np.clip(np.asarray(interval.low, dtype=float), 0.0, 1.0)
     high = np.clip(np.asarray(interval.high, dtype=float), 0.0, 1.0)
     return Interval(_as_output(low), _as_output(high))
+
+
+def all_binary(n: ArrayLike, total: ArrayLike, ones: ArrayLike) -> FloatOrArray:
+    """Whether every one of ``n`` values in ``[0, 1]`` is 0 or 1, from their sum ``total`` and
+    the count ``ones`` of those equal to 1: the values below 1 then sum to nothing, so each is 0.
+
+    A mean of such values is a proportion (``ones / n``), and its interval is the binomial one:
+    a t-interval puts ``[1, 1]`` on five requests that all found their one gold chunk (sample
+    variance 0), which covers a true rate of 0.95 less than one time in four. Sums of 0s and 1s
+    are exact in floating point; a recall between 0 and 1 (a share of what was needed) adds at
+    least 1 / needed, far above the tolerance of ``1e-9 * n``. An empty group is not binary.
+    """
+    n = np.asarray(n, dtype=float)
+    gap = np.asarray(total, dtype=float) - np.asarray(ones, dtype=float)
+    return _as_output((n > 0) & (np.abs(gap) <= 1e-9 * np.maximum(n, 1.0)))
 
 
 # --- differences between two groups and anytime-valid sequences ----------------------------------

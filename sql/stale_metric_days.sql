@@ -2,7 +2,8 @@
 -- (pipeline.state): a window of the day has scores on the route but no metrics (scoring a day
 -- invalidates its metrics; an aggregation may have covered only part of the day), or the day
 -- was aggregated with another pass mark than the one in force, or before the rates' interval
--- method was recorded or its sufficient statistics kept (window_sums).
+-- method was recorded or its sufficient statistics kept (window_sums), or before a mean of
+-- recalls that are all 0 or 1 got the proportion's interval (pipeline.stats.all_binary).
 -- Grain: one row per day. Parameters: $grain, $pass_mark, $route.
 
 SELECT DISTINCT date_trunc('day', window_start) AS day
@@ -14,6 +15,12 @@ WHERE m.grain = $grain AND m.route = $route
   AND NOT EXISTS (
       SELECT 1 FROM window_sums w
       WHERE w.grain = m.grain AND w.route = m.route AND w.window_start = m.window_start)
+UNION
+SELECT DISTINCT date_trunc('day', m.window_start)
+FROM window_metrics m
+JOIN window_sums w USING (grain, window_start, slice, route, k, gold_version)
+WHERE m.grain = $grain AND m.ci_method IN ('t', 'cluster_t')
+  AND w.n > 0 AND abs(w.recall_sum - w.full_sum) <= 1e-9 * w.n
 UNION
 SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s
 WHERE s.route = $route

@@ -232,9 +232,11 @@ TRUE_FULL = _beta_moment(4)                                    # all four gold c
 TRUE_PASS = 4 * (_beta_moment(3) - _beta_moment(4)) + TRUE_FULL   # recall >= 0.7: 3 or 4 of 4
 
 
-def _simulated_windows(rng, windows: int, per_day: int, sessions: bool) -> pa.Table:
+def _simulated_windows(rng, windows: int, per_day: int, sessions: bool, chunks: int = 4,
+                       a: float = A, b: float = B) -> pa.Table:
     """window_metrics.sql's result for simulated windows: sessions of 1-7 requests sharing p
-    (intra-session correlation ~0.15 for recall), or every request on its own."""
+    (intra-session correlation ~0.15 for recall), or every request on its own; a request's
+    recall is Bin(chunks, p) / chunks with p ~ Beta(a, b)."""
     sizes = rng.integers(1, 8, size=(windows, per_day)) if sessions else \
         np.ones((windows, per_day), dtype=int)
     rows = []
@@ -242,14 +244,15 @@ def _simulated_windows(rng, windows: int, per_day: int, sessions: bool) -> pa.Ta
         size = sizes[w][np.cumsum(sizes[w]) <= per_day] if sessions else sizes[w]
         size = np.append(size, per_day - size.sum()) if size.sum() < per_day else size
         size = size[size > 0]
-        p = np.repeat(rng.beta(A, B, size=size.size), size)
-        recall = rng.binomial(4, p) / 4.0
+        p = np.repeat(rng.beta(a, b, size=size.size), size)
+        recall = rng.binomial(chunks, p) / chunks
         cluster = np.repeat(np.arange(size.size), size)
         s_g = np.bincount(cluster, recall)
         pass_g = np.bincount(cluster, recall >= 0.7)
         full_g = np.bincount(cluster, recall >= 1.0)
         rows.append({
-            "n": per_day, "mean_recall": recall.mean(), "var_recall": recall.var(ddof=1),
+            "n": per_day, "mean_recall": recall.mean(), "recall_sum": recall.sum(),
+            "var_recall": recall.var(ddof=1),
             "n_pass": int((recall >= 0.7).sum()), "n_full": int((recall >= 1.0).sum()),
             "any_session": sessions, "n_clusters": size.size,
             "sum_cluster_sq": float(s_g @ s_g), "sum_cluster_cross": float(s_g @ size),
@@ -268,16 +271,18 @@ def _simulated_windows(rng, windows: int, per_day: int, sessions: bool) -> pa.Ta
     return table
 
 
-def _stored_coverage(table: pa.Table) -> dict[str, float]:
+def _stored_coverage(table: pa.Table, truth: tuple[float, float, float] = (
+        TRUE_MEAN, TRUE_PASS, TRUE_FULL)) -> dict[str, float]:
     metrics = _with_intervals(table, "day", 0.7, 0.05).to_pydict()
 
-    def share(low, high, truth):
-        return float(np.mean([lo <= truth <= hi for lo, hi in
-                              zip(metrics[low], metrics[high], strict=True)]))
+    def share(low, high, true):
+        # a NULL bound (an undefined interval) covers nothing
+        return float(np.mean([lo is not None and hi is not None and lo <= true <= hi
+                              for lo, hi in zip(metrics[low], metrics[high], strict=True)]))
 
-    return {"mean_recall": share("ci_low", "ci_high", TRUE_MEAN),
-            "pass_rate": share("pass_ci_low", "pass_ci_high", TRUE_PASS),
-            "full_coverage_rate": share("fc_ci_low", "fc_ci_high", TRUE_FULL)}
+    return {"mean_recall": share("ci_low", "ci_high", truth[0]),
+            "pass_rate": share("pass_ci_low", "pass_ci_high", truth[1]),
+            "full_coverage_rate": share("fc_ci_low", "fc_ci_high", truth[2])}
 
 
 @pytest.mark.slow
@@ -292,3 +297,18 @@ def test_every_stored_interval_covers_near_its_level(sessions, per_day, seed, lo
                                                    sessions))
     for metric, share in coverage.items():
         assert lowest <= share <= highest, (metric, share)
+
+
+@pytest.mark.parametrize("sessions, per_day", [(False, 5), (True, 12)],
+                         ids=["5-requests", "12-requests-in-sessions"])
+def test_a_small_window_whose_every_recall_is_0_or_1_covers_its_mean_as_a_proportion(
+        sessions, per_day):
+    # one gold chunk per golden, found 95 % of the time: a t-interval put [1, 1] on every window
+    # that found all (3 in 4 of them at 5 requests) and covered the true mean ~23 % of the time
+    table = _simulated_windows(np.random.default_rng(23), 2000, per_day, sessions, chunks=1,
+                               a=19.0, b=1.0)
+    coverage = _stored_coverage(table, (0.95, 0.95, 0.95))
+    assert coverage["mean_recall"] == coverage["full_coverage_rate"] >= 0.93, coverage
+    metrics = _with_intervals(table, "day", 0.7, 0.05).to_pydict()
+    assert metrics["ci_low"] == metrics["fc_ci_low"]
+    assert set(metrics["ci_method"]) == {"cluster_wilson" if sessions else "wilson"}

@@ -214,3 +214,19 @@ def test_anytime_difference_intervals_cover_the_true_difference(change):
                              strict=True):
             covered.append(low <= change <= high)
     assert np.mean(covered) >= 0.95 - 0.015, np.mean(covered)
+
+
+@pytest.mark.parametrize("sessions", [False, True], ids=["unclustered", "clustered"])
+def test_anytime_false_drops_stay_within_alpha_when_every_recall_is_0_or_1(sessions):
+    # one gold chunk per golden, found 95 % of the time, 4 requests a day: a baseline week that
+    # found all of them had a t-bound of exactly 1, and ~1 world in 5 raised a false drop
+    rng = np.random.default_rng(31)
+    worlds = [sim.simulate_days(rng, np.full(120, 0.95), 4, sessions=sessions, chunks=1)
+              for _ in range(200)]
+    events = sim.judge_worlds(worlds, Config(drift_mode="anytime", drift_margin=0.0))
+    mean = sim.decisions(events, "mean_recall")
+    assert np.any(mean == "drop", axis=1).mean() <= ALPHA + _binomial_error(ALPHA, 200)
+    # mean recall of 0s and 1s is the full-coverage rate, and is judged as it is
+    assert (mean == sim.decisions(events, "full_coverage_rate")).all()
+    methods = {m for w in range(200) for m in events[(w, "all", "mean_recall")]["method"]}
+    assert methods == {"none", "e_detector_bernstein_cluster_wilson"}

@@ -22,6 +22,7 @@ from pipeline.stats import (
     ClusterStats,
     DifferenceInterval,
     Interval,
+    all_binary,
     benjamini_hochberg,
     bernstein_bet,
     bernstein_log_evalue,
@@ -1121,3 +1122,10 @@ def test_e_bh_is_bh_on_the_reciprocal_e_values_and_ignores_nan():
     assert got.tolist() == [False, True, False]   # m = 2: 100 >= 2 / 0.05
     assert benjamini_hochberg(np.array([np.nan, 0.01]), 0.05).tolist() == [False, True]
     assert e_benjamini_hochberg(np.array([]), 0.05).size == 0
+
+
+def test_all_binary_tells_a_proportion_from_a_mean_by_its_sums():
+    # (n, sum of recall, count of recall 1): 0/1 values, one 1/3 among them, an empty group
+    assert all_binary([5, 5, 3, 0], [4.0, 4 + 1 / 3, 0.0, 0.0], [4, 4, 0, 0]).tolist() == [
+        True, False, True, False]
+    assert all_binary(1_000_000, 999_999.0, 999_999) is np.True_
