@@ -30,8 +30,9 @@ def export_table(con, table: str, path: str | Path) -> int:
             rel.to_csv(str(target))
         elif suffix == ".parquet":
             rel.to_parquet(str(target))
-        else:
-            rel.pl().write_ndjson(target)
+        else:   # written by DuckDB as it reads, within the memory limit
+            literal = "'" + str(target).replace("'", "''") + "'"
+            con.execute(f"COPY ({rel.sql_query()}) TO {literal} (FORMAT json)")
     except (OSError, duckdb.IOException) as exc:
         raise RecallwatchError(f"cannot write {target} ({exc}); choose another path.") from None
     return con.sql(f"SELECT count(*) FROM {public_table(table)}").fetchall()[0][0]

@@ -498,3 +498,28 @@ def test_export_gives_the_same_file_whatever_order_the_rows_were_stored_in(
     assert run_cli("export", "request_scores", tmp_path / "second.csv")[0] == 0
     first, second = ((tmp_path / name).read_bytes() for name in ("first.csv", "second.csv"))
     assert first == second and first.count(b"\n") == 41
+
+
+def test_a_jsonl_export_holds_the_rows_of_the_parquet_export_in_the_same_order(
+        tmp_path, run_cli):
+    write_jsonl(tmp_path / "logs.jsonl",
+                [request(f"r-{i}", ["a", "b"][: 1 + i % 2]) for i in range(30)])
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    assert run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+                   "--gold-version", "v1", "--out", tmp_path / "report")[0] == 0
+    # written by DuckDB as it reads (within the memory limit); a quote in the name is a name
+    target = tmp_path / "it's window_metrics.jsonl"
+    assert run_cli("export", "window_metrics", target)[0] == 0
+    assert run_cli("export", "window_metrics", tmp_path / "wm.parquet")[0] == 0
+    import json
+
+    import pyarrow.parquet as pq
+
+    rows = [json.loads(line) for line in target.read_text().splitlines()]
+    expected = pq.read_table(tmp_path / "wm.parquet").to_pylist()
+    assert len(rows) == len(expected) > 0
+    for got, want in zip(rows, expected, strict=True):
+        assert got.keys() == want.keys()
+        assert {k: v for k, v in got.items() if k not in ("window_start", "window_end")} == {
+            k: v for k, v in want.items() if k not in ("window_start", "window_end")}
+        assert got["window_start"] == f"{want['window_start']:%Y-%m-%d %H:%M:%S}"
