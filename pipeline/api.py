@@ -122,6 +122,17 @@ def drift(warehouse: Warehouse, start: When = None, end: When = None, *,
                            progress=progress)
 
 
+def slices(warehouse: Warehouse) -> list[str]:
+    """The slices window_metrics holds, sorted."""
+    with connect(warehouse, must_exist=True) as con:
+        return _slices(con)
+
+
+def _slices(con) -> list[str]:
+    return [row[0] for row in con.execute(
+        "SELECT DISTINCT slice FROM window_metrics ORDER BY slice").fetchall()]
+
+
 def rebaseline(warehouse: Warehouse, slice_: str, since: When) -> settings.Config:
     """From the day `since` on, the baseline of `slice_` ('*' for every slice without one of
     its own) restarts: the first windows on or after it, as many as its baseline takes (7 by
@@ -130,8 +141,7 @@ def rebaseline(warehouse: Warehouse, slice_: str, since: When) -> settings.Confi
     the next `drift` or `run` re-judges."""
     day = instant(since, "--from")
     with connect(warehouse, must_exist=True) as con:
-        known = [row[0] for row in con.execute(
-            "SELECT DISTINCT slice FROM window_metrics ORDER BY slice").fetchall()]
+        known = _slices(con)
         if slice_ != "*" and slice_ not in known:
             shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
             raise RecallwatchError(

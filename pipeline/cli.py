@@ -167,6 +167,13 @@ def cmd_config(args) -> None:
                            alert_k=args.alert_k,
                            alert_metrics=tuple(args.alert_metrics.split(","))
                            if args.alert_metrics else None)
+    # a slice may appear later (a new tag value): its baseline is kept, but a mistyped name
+    # would never take effect, so say so
+    known = set(api.slices(args.warehouse)) if baselines else set()
+    for name in sorted(set(baselines or ()) - known - {"*"}):
+        print(f"note: no slice {printable(name)!r} in window_metrics yet; its baseline applies "
+              "once it has windows (slices: all, index_version=<v>, <tag>=<value>).",
+              file=sys.stderr)
     gold = f"{config.gold_version} (the newest loaded)" if config.gold_version else "none loaded"
     print(f"cutoffs {config.cutoffs_text}\npass mark {config.pass_mark}\n"
           f"grains {','.join(config.grains)}\nroutes {','.join(config.routes)}\n"

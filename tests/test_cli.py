@@ -523,3 +523,16 @@ def test_a_jsonl_export_holds_the_rows_of_the_parquet_export_in_the_same_order(
         assert {k: v for k, v in got.items() if k not in ("window_start", "window_end")} == {
             k: v for k, v in want.items() if k not in ("window_start", "window_end")}
         assert got["window_start"] == f"{want['window_start']:%Y-%m-%d %H:%M:%S}"
+
+
+def test_a_baseline_for_a_slice_with_no_windows_is_kept_with_a_note(tmp_path, run_cli):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"], tags={"tenant": "acme"})])
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    assert run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+                   "--gold-version", "v1", "--out", tmp_path / "report")[0] == 0
+    code, out, err = run_cli("config", "--baseline", "tenant=acme=trailing:3",
+                             "--baseline", "tenant=acmee=first:3", "--baseline", "*=first:5")
+    assert code == 0
+    assert "tenant=acmee=first:3" in out and "tenant=acme=trailing:3" in out
+    assert "no slice 'tenant=acmee' in window_metrics yet" in err
+    assert "'tenant=acme'" not in err and "'*'" not in err
