@@ -47,11 +47,19 @@ def warehouse_path(explicit: str | os.PathLike | None = None) -> Path:
     return Path(chosen)
 
 
+# How normalize_text keys a text; a warehouse records the one its stored keys were made with
+# (setting `text_key`, absent: 1) and a writing connection re-keys the rest (_rekey_texts).
+TEXT_KEY = "2"
+
+
 def normalize_text(text: str | None) -> str | None:
-    """Query/question key for joining without gold_id: NFKC, casefold, collapsed whitespace."""
+    """Query/question key for joining without gold_id: NFKC, casefold, NFKC again (casefold can
+    leave a letter decomposed: 'ΐ' folds to three code points, its capital to two; both end as
+    one), collapsed whitespace. Key 1 lacked the second NFKC."""
     if text is None:
         return None
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    return " ".join(folded.split())
 
 
 def _normalize_arrow(texts: pa.Array) -> pa.Array:
@@ -119,7 +127,36 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
         "norm_text", _normalize_arrow, ["VARCHAR"], "VARCHAR", type="arrow",
         side_effects=False,
     )
+    if not read_only:
+        _rekey_texts(con)
     return con
+
+
+def _rekey_texts(con) -> None:
+    """Bring the stored query and question keys of a warehouse written with an earlier
+    TEXT_KEY to this one, once; the days whose gold matches may change are rescored by the
+    next run. A key 1 differs from key 2 only where it is not in NFC, so only those rows are
+    keyed again."""
+    if con.execute("SELECT 1 FROM settings WHERE name = 'text_key' AND value = $v",
+                   {"v": TEXT_KEY}).fetchall():
+        return
+    from pipeline import state  # the state owner; it reads this module
+
+    with transaction(con):
+        days = {row[0] for row in con.execute(
+            "UPDATE requests SET query_norm = norm_text(query) WHERE query_norm IS NOT NULL "
+            "AND nfc_normalize(query_norm) <> query_norm "
+            "RETURNING date_trunc('day', timestamp)").fetchall()}
+        if con.execute(
+                "UPDATE goldens SET question_norm = norm_text(question) "
+                "WHERE question_norm IS NOT NULL AND nfc_normalize(question_norm) <> "
+                "question_norm RETURNING 1").fetchall():
+            days.update(row[0] for row in con.execute(
+                "SELECT DISTINCT date_trunc('day', timestamp) FROM requests "
+                "WHERE gold_id IS NULL").fetchall())
+        state.invalidate(con, "ingest", sorted(days))
+        con.execute("DELETE FROM settings WHERE name = 'text_key'")
+        con.execute("INSERT INTO settings VALUES ('text_key', $v)", {"v": TEXT_KEY})
 
 
 # DuckDB creates a database file by writing three 4 KiB headers (the first starts with an

@@ -355,3 +355,12 @@ def test_later_scores_keep_the_cutoffs_put_in_force(con, tmp_path):
     summary = score(con)
     assert summary.cutoffs == (1, 2)
     assert con.sql("SELECT DISTINCT cutoffs FROM request_cutoffs").fetchall() == [([1, 2],)]
+
+
+def test_a_greek_capital_and_small_letter_casefold_alike_join_by_question(con, tmp_path):
+    # 'ΐ' casefolds to three code points, its capital 'Ϊ́' to two (ϊ + acute): NFKC after
+    # casefolding makes both the one letter again
+    load(con, tmp_path, [golden("g-1", ["a"], question="τι είναι το \u0390;")],
+         [request("r-1", ["a"], gold_id=None, query="ΤΙ ΕΊΝΑΙ ΤΟ \u03aa\u0301;")])
+    assert scores(con)["r-1"][0] == "scored"
+    assert con.sql("SELECT gold_id FROM request_scores").fetchall() == [("g-1",)]

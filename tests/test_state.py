@@ -266,3 +266,33 @@ def test_a_day_aggregated_with_a_t_interval_on_recalls_of_0_or_1_is_re_aggregate
     summary = run(con)
     assert [d.day for d in summary.days_aggregated] == [1]
     assert rows(con, "window_metrics") == current
+
+
+def test_a_warehouse_keyed_by_an_earlier_release_is_keyed_again_and_its_days_rescored(tmp_path):
+    import unicodedata
+
+    def key_1(text):   # the earlier key: no NFKC after casefolding
+        return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"], question="το \u0390")])
+    logs = write_jsonl(tmp_path / "d.jsonl", [
+        request("r-1", ["a"], gold_id=None, query="ΤΟ \u03aa\u0301", ts="2026-11-01T10:00:00Z"),
+        request("r-2", ["a"], ts="2026-11-02T10:00:00Z")])
+    path = tmp_path / "w.duckdb"
+    with connect(path) as con:   # as an earlier release left it: keys 1, r-1 unmatched
+        run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+        con.create_function("key_1", key_1, ["VARCHAR"], "VARCHAR")
+        con.execute("UPDATE requests SET query_norm = key_1(query) WHERE query_norm IS NOT NULL")
+        con.execute("UPDATE goldens SET question_norm = key_1(question)")
+        con.execute("DELETE FROM settings WHERE name = 'text_key'")
+        score(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+        run(con)
+        assert con.sql("SELECT status FROM request_scores WHERE request_id = 'r-1'"
+                       ).fetchall() == [("no_gold_match",)]
+    with connect(path) as con:
+        summary = run(con)
+        assert [d.day for d in summary.days_scored] == [1]   # r-2's day stays as it was
+        assert con.sql("SELECT status, gold_id FROM request_scores WHERE request_id = 'r-1'"
+                       ).fetchall() == [("scored", "g-1")]
+        assert con.sql("SELECT value FROM settings WHERE name = 'text_key'").fetchall() == [
+            ("2",)]
