@@ -38,7 +38,9 @@ ORDER BY live_from, index_version;
 -- name: rebuild_sides
 -- The day windows of [$before_start, $before_end) and [$after_start, $after_end) pooled per
 -- side: summed n and recall sums with the cluster sums the interval needs (a session is a
--- cluster per day, as the drift step pools days), and the days with scored requests.
+-- cluster per day, as the drift step pools days), the requests that found all they needed
+-- (full_sum: when it equals recall_sum, every recall is 0 or 1), and the days with scored
+-- requests.
 -- Grain: one row per side with data ('before', 'after').
 -- Parameters: $route, $k, $gold_version, $before_start, $before_end, $after_start, $after_end.
 SELECT CASE WHEN window_start < $before_end THEN 'before' ELSE 'after' END AS side,
@@ -46,7 +48,7 @@ SELECT CASE WHEN window_start < $before_end THEN 'before' ELSE 'after' END AS si
        CAST(sum(n_clusters) AS BIGINT) AS n_clusters, sum(recall_sum) AS recall_sum,
        sum(recall_cluster_sq) AS recall_cluster_sq,
        sum(recall_cluster_cross) AS recall_cluster_cross, sum(size_sq) AS size_sq,
-       bool_or(any_session) AS any_session
+       bool_or(any_session) AS any_session, sum(full_sum) AS full_sum
 FROM window_sums
 WHERE grain = 'day' AND slice = 'all' AND route = $route AND k = $k
   AND gold_version = $gold_version

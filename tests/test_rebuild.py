@@ -431,3 +431,32 @@ def test_logs_that_start_after_a_bare_live_from_day_still_carry_from_the_old_ind
     assert result.carried["content_hash"] == 1
     assert ("v1", "idx-2", "c-1", "n-1", "content_hash", "idx-1") in carried(con)
     assert (recall_of(con, "old"), recall_of(con, "new")) == (1.0, 1.0)
+
+
+def test_before_after_of_recalls_all_0_or_1_are_proportions_not_a_point(con, tmp_path):
+    # one gold chunk per golden, found by every request on both sides: a t-interval gave each
+    # side [1, 1] and the difference [0, 0]
+    from statsmodels.stats.proportion import proportion_confint
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
+    write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"b-{d}", ["c-1"], ts=day(d)) for d in range(1, 8)] + [
+        request(f"a-{d}", ["n-1"], ts=day(d), index_version="idx-2") for d in range(8, 11)])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    run(con)
+    prepare(con)
+    [r] = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")["rebuilds"]
+    before, after = r["sides"]
+    assert (before["n"], before["mean"], after["n"], after["mean"]) == (7, 1.0, 3, 1.0)
+    for side in (before, after):
+        low, high = proportion_confint(side["n"], side["n"], 0.05, method="wilson")
+        assert (side["low"], side["high"]) == (pytest.approx(low), pytest.approx(high))
+    # Newcombe's hybrid of the two Wilson intervals
+    assert r["difference"]["delta"] == 0.0
+    assert r["difference"]["low"] == pytest.approx(-(1.0 - after["low"]))
+    assert r["difference"]["high"] == pytest.approx(1.0 - before["low"])

@@ -16,13 +16,24 @@ from pipeline.config import DEFAULT_ALPHA
 from pipeline.rebuild import CARRY_HOWS
 from pipeline.report.reads import rows, scalar, tables
 from pipeline.report.scope import Scope
-from pipeline.stats import ClusterStats, cluster_difference_interval, cluster_t_interval
+from pipeline.stats import (
+    ClusterStats,
+    Interval,
+    all_binary,
+    cluster_difference_interval,
+    cluster_t_interval,
+    cluster_wilson_interval,
+    hybrid_difference_interval,
+    wilson_interval,
+)
 from pipeline.warehouse import queries
 
 SIDE_DAYS = 7
 NOT_CARRIED_SHOWN = 50
 SIDES = ("before", "after")
-METHOD = "cluster-robust Welch (CR1, Satterthwaite df; Welch when no request has a session)"
+METHOD = ("cluster-robust Welch (CR1, Satterthwaite df; Welch when no request has a session); "
+          "when every recall on both sides is 0 or 1, Newcombe's hybrid of the sides' "
+          "(cluster-)Wilson intervals")
 
 
 def rebuild_section(con: duckdb.DuckDBPyConnection, scope: Scope,
@@ -59,9 +70,15 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
     sides = [_side(name, found.get(name), window) for name in SIDES]
     before, after = (found.get(name) for name in SIDES)
     difference = None
-    if before and after:
-        d = cluster_difference_interval(_stats(before), _stats(after), DEFAULT_ALPHA)
-        difference = {"delta": _number(d.delta), "low": _number(d.low), "high": _number(d.high)}
+    if before and after and before["n"] and after["n"]:
+        if _binary(before) and _binary(after):   # two proportions
+            b, a = (row["recall_sum"] / row["n"] for row in (before, after))
+            d = hybrid_difference_interval(b, _interval(before), a, _interval(after))
+            difference = {"delta": a - b, "low": _number(d.low), "high": _number(d.high)}
+        else:
+            d = cluster_difference_interval(_stats(before), _stats(after), DEFAULT_ALPHA)
+            difference = {"delta": _number(d.delta), "low": _number(d.low),
+                          "high": _number(d.high)}
     carried: dict = {}
     lost: list[dict] = []
     if rebuild["recorded"]:
@@ -91,17 +108,31 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
 
 
 def _side(name: str, row: dict | None, window: dict[str, datetime]) -> dict:
-    """One side's pooled mean recall with its own interval (cluster-robust t, as the daily
-    rows)."""
+    """One side's pooled mean recall with its own interval, as the daily rows have it
+    (`_interval`)."""
     start, end = window[f"{name}_start"], window[f"{name}_end"]
     side = {"side": name, "first": start.date(), "last": (end - timedelta(days=1)).date(),
             "days": 0, "n": 0, "n_clusters": 0, "mean": None, "low": None, "high": None}
     if row and row["n"]:
-        ci = cluster_t_interval(*_stats(row), DEFAULT_ALPHA)
+        ci = _interval(row)
         side.update(days=row["days"], n=row["n"], n_clusters=row["n_clusters"],
                     mean=row["recall_sum"] / row["n"], low=_number(ci.low),
                     high=_number(ci.high))
     return side
+
+
+def _binary(row: dict) -> bool:
+    return bool(all_binary(row["n"], row["recall_sum"], row["full_sum"]))
+
+
+def _interval(row: dict) -> Interval:
+    """Cluster-robust t; (cluster-)Wilson when every recall is 0 or 1 (the mean is then a
+    proportion, and its cluster sums are the full-coverage indicator's)."""
+    if not _binary(row):
+        return cluster_t_interval(*_stats(row), DEFAULT_ALPHA)
+    if row["any_session"]:
+        return cluster_wilson_interval(*_stats(row), DEFAULT_ALPHA)
+    return wilson_interval(row["recall_sum"], row["n"], DEFAULT_ALPHA)
 
 
 def _stats(row: dict) -> ClusterStats:
