@@ -390,17 +390,17 @@ class _Tests:
         win = np.array([it.window.sums for it in judged])
         base_session = np.array([it.pool.any_session for it in judged])
         win_session = np.array([it.window.any_session for it in judged])
-        # mean recall whose values are all 0 or 1 is a proportion: the baseline's bound, and
-        # the fixed look when the window is one too, take the rates' (cluster-)Wilson intervals
+        # mean recall whose values are all 0 or 1 is a proportion, and its interval the
+        # rates' (cluster-)Wilson: for the baseline's bound, and for a side of the fixed look
         base_mean = np.array([_as_mean(it.series.key[4], it.pool) for it in judged])
-        is_mean = np.array([_as_mean(it.series.key[4], it.pool, it.window) for it in judged])
+        win_mean = np.array([_as_mean(it.series.key[4], it.window) for it in judged])
         families: dict[tuple, list[int]] = {}
         for j, it in enumerate(judged):   # the slices of one route x k x gold x metric
             families.setdefault(it.series.key[1:], []).append(j)
-        fixed = _fixed_look(base, win, base_session, win_session, is_mean, config, alpha)
+        fixed = _fixed_look(base, win, base_session, win_session, base_mean, win_mean, config,
+                            alpha)
         mode = config.drift_mode
-        method = [METHODS[(mode, bool(mean))]
-                  for mean in (is_mean if mode == "fixed" else base_mean)]
+        method = [_method(mode, it.series.key[4], it.pool, it.window) for it in judged]
         if mode == "fixed":
             drop = _per_family(families, lambda m: benjamini_hochberg(2 * fixed["p_drop"][m],
                                                                       alpha))
@@ -419,10 +419,22 @@ class _Tests:
                    seq["restarted_high"])
 
 
-def _as_mean(metric: str, pool: _Pool, window: _Window | None = None) -> bool:
-    """Whether a series is tested as a mean (t-based) rather than a proportion: mean recall,
-    unless every recall of the baseline (and of the window, when given) is 0 or 1."""
-    return metric == "mean_recall" and not (pool.binary and (window is None or window.binary))
+def _as_mean(metric: str, group: _Pool | _Window) -> bool:
+    """Whether a baseline's or window's interval is (cluster-robust) t rather than
+    (cluster-)Wilson: for mean recall, unless every recall in it is 0 or 1."""
+    return metric == "mean_recall" and not group.binary
+
+
+def _method(mode: str, metric: str, pool: _Pool, window: _Window) -> str:
+    """drift_events.method: what the row's interval and test were built with."""
+    if mode == "anytime":
+        return METHODS[(mode, _as_mean(metric, pool))]
+    base_mean, win_mean = _as_mean(metric, pool), _as_mean(metric, window)
+    if base_mean and win_mean:
+        return METHODS[(mode, True)]
+    if base_mean or win_mean:   # one side a mean, the other a proportion
+        return "mover_cluster_t_wilson"
+    return METHODS[(mode, False)]
 
 
 def _per_family(families: dict, decide) -> np.ndarray:
@@ -434,19 +446,24 @@ def _per_family(families: dict, decide) -> np.ndarray:
     return out
 
 
-def _fixed_look(base, win, base_session, win_session, is_mean, config: Config,
+def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, config: Config,
                 alpha: float) -> dict:
     """The interval of (window - baseline) at level 1 - alpha, one-sided p-values against the
-    margin, and the drop a window like this one detects with 80 % power."""
+    margin, and the drop a window like this one detects with 80 % power. Two means (t-based
+    sides, `base_mean` and `win_mean`) are compared by cluster-robust Welch; otherwise the
+    sides' own intervals are combined (Newcombe's hybrid for two proportions, the same MOVER
+    construction for a mean and a proportion): a side whose recalls are all 0 or 1 has no
+    spread for Welch to see (five requests that all found everything are not a certainty)."""
     margin = config.drift_margin
     value = win[:, TOTAL] / win[:, N]
     base_value = base[:, TOTAL] / base[:, N]
     delta = value - base_value
     mean_diff = cluster_difference_interval(tuple(base[:, :6].T), tuple(win[:, :6].T), alpha)
 
-    rate = np.zeros_like(is_mean)
-    rates = hybrid_difference_interval(base_value, _interval_of(base, rate, base_session, alpha),
-                                       value, _interval_of(win, rate, win_session, alpha))
+    is_mean = base_mean & win_mean   # Welch
+    rates = hybrid_difference_interval(
+        base_value, _interval_of(base, base_mean, base_session, alpha),
+        value, _interval_of(win, win_mean, win_session, alpha))
     low = np.where(is_mean, mean_diff.low, rates.low)
     high = np.where(is_mean, mean_diff.high, rates.high)
     se = np.asarray(mean_diff.se, dtype=float)
@@ -471,7 +488,7 @@ def _fixed_look(base, win, base_session, win_session, is_mean, config: Config,
     quantile = np.where(is_mean, sp.t.isf(alpha / 2, df), z)
     se = np.where(is_mean, se, (rates.high - rates.low) / (2 * z))
     # the window's and the baseline's shares of the variance; the window's grows under a drop
-    v_win = _half_width(_interval_of(win, is_mean, win_session, alpha), z) ** 2
+    v_win = _half_width(_interval_of(win, win_mean, win_session, alpha), z) ** 2
     v_base = np.maximum(se * se - v_win, 0.0)
     mdd = margin + (quantile + Z_POWER) * se
     most = win[:, SIZE_SQ] / (win[:, N] * win[:, N])   # the mean's variance at most, per mu(1-mu)
@@ -632,8 +649,7 @@ def _row(it: _Item, j: int | None, tests: _Tests | None, config: Config, grain: 
                    baseline_n=int(pool.sums[N]),
                    baseline_value=float(pool.sums[TOTAL] / pool.sums[N]),
                    decision="insufficient",   # unless the window has data to judge
-                   method=METHODS[(config.drift_mode, _as_mean(
-                       metric, pool, window if config.drift_mode == "fixed" else None))])
+                   method=_method(config.drift_mode, metric, pool, window))
     if j is not None:
         _decide(row, j, tests, config)
     _follow_episode(s, row, j, tests, pool, margin, grain)

@@ -230,3 +230,19 @@ def test_anytime_false_drops_stay_within_alpha_when_every_recall_is_0_or_1(sessi
     assert (mean == sim.decisions(events, "full_coverage_rate")).all()
     methods = {m for w in range(200) for m in events[(w, "all", "mean_recall")]["method"]}
     assert methods == {"none", "e_detector_bernstein_cluster_wilson"}
+
+
+def test_fixed_look_takes_no_window_that_found_everything_for_a_certainty():
+    # 5 requests a day needing 4 gold chunks at mean recall 0.95: a third of the days find
+    # everything, a window with no spread that Welch read as exactly 1, so 0.32 of the looks
+    # raised a false rise; its own Wilson interval combined with the baseline's (MOVER) does not
+    rng = np.random.default_rng(41)
+    worlds = [sim.simulate_days(rng, np.full(40, 0.95), 5, sessions=False) for _ in range(100)]
+    events = sim.judge_worlds(worlds, Config(drift_mode="fixed", drift_margin=0.0),
+                              metrics=("mean_recall",))
+    looks = sim.decisions(events)[:, BASELINE_DAYS:]
+    looks_n = looks.size
+    assert (looks == "rise").mean() <= ALPHA / 2 + _binomial_error(ALPHA / 2, looks_n)
+    assert (looks == "drop").mean() <= ALPHA / 2 + _binomial_error(ALPHA / 2, looks_n)
+    methods = {m for w in range(100) for m in events[(w, "all", "mean_recall")]["method"]}
+    assert methods == {"none", "welch_cluster", "mover_cluster_t_wilson"}
