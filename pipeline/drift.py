@@ -429,7 +429,9 @@ def _method(mode: str, metric: str, pool: _Pool, window: _Window) -> str:
     """drift_events.method: what the row's interval and test were built with."""
     if mode == "anytime":
         return METHODS[(mode, _as_mean(metric, pool))]
-    base_mean, win_mean = _as_mean(metric, pool), _as_mean(metric, window)
+    base_mean = _as_mean(metric, pool)
+    # a window without data is tested with nothing: its row names the baseline's kind
+    win_mean = _as_mean(metric, window) if window.n else base_mean
     if base_mean and win_mean:
         return METHODS[(mode, True)]
     if base_mean or win_mean:   # one side a mean, the other a proportion

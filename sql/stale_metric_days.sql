@@ -19,7 +19,7 @@ UNION
 SELECT DISTINCT date_trunc('day', m.window_start)
 FROM window_metrics m
 JOIN window_sums w USING (grain, window_start, slice, route, k, gold_version)
-WHERE m.grain = $grain AND m.ci_method IN ('t', 'cluster_t')
+WHERE m.grain = $grain AND m.route = $route AND m.ci_method IN ('t', 'cluster_t')
   AND w.n > 0 AND abs(w.recall_sum - w.full_sum) <= 1e-9 * w.n
 UNION
 SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s

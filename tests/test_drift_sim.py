@@ -246,3 +246,14 @@ def test_fixed_look_takes_no_window_that_found_everything_for_a_certainty():
     assert (looks == "drop").mean() <= ALPHA / 2 + _binomial_error(ALPHA / 2, looks_n)
     methods = {m for w in range(100) for m in events[(w, "all", "mean_recall")]["method"]}
     assert methods == {"none", "welch_cluster", "mover_cluster_t_wilson"}
+
+
+def test_a_window_without_data_names_the_method_of_its_baseline():
+    rng = np.random.default_rng(43)
+    days = sim.simulate_days(rng, np.full(10, 0.9), 20, sessions=False, chunks=1)
+    for name, values in days.items():   # day 9 served no scored request
+        values[8] = False if name == "any_session" else 0
+    events = sim.judge_worlds([days], Config(drift_mode="fixed"), metrics=("mean_recall",))
+    rows = events[(0, "all", "mean_recall")]
+    assert rows["n"][8] == 0 and rows["decision"][8] == "insufficient"
+    assert set(rows["method"][BASELINE_DAYS:]) == {"newcombe_cluster_wilson"}
