@@ -47,6 +47,7 @@ __all__ = [
     "raw_agreement",
     "sensitivity_not_attributed",
     "specificity_not_attributed",
+    "stratified_table",
     "summary",
 ]
 
@@ -125,6 +126,40 @@ def confusion(judge: ArrayLike, human: ArrayLike) -> Table2x2:
         c=int(np.sum(~judge & human)),
         d=int(np.sum(~judge & ~human)),
     )
+
+
+def stratified_table(
+    judge: ArrayLike, human_yes: ArrayLike, human_no: ArrayLike, claims: ArrayLike
+) -> tuple[Table2x2, float]:
+    """The table of all the judge's claims, estimated from labels drawn unevenly across strata,
+    and the effective number of labels behind it.
+
+    One element per stratum: the judge's label there (``judge``), the labels people gave
+    (``human_yes`` attributed, ``human_no`` not) and the judge's claims in the stratum
+    (``claims``, labelled or not). A sample that draws a small stratum beyond its share (the
+    audit's floor per stratum) over-represents it; each label then stands for
+    ``claims / labels`` claims of its stratum (post-stratification), so that a statistic of
+    the table describes the judge on all its claims, not on the sample's mix. The weighted
+    table is scaled to Kish's effective sample size ``n_eff = (sum w)**2 / sum w**2``, which is
+    the number of labels when every stratum was drawn at the same rate, so the intervals of
+    ``summary`` stay those of the labels' information (Kish 1965, *Survey Sampling*, 8.2).
+    Strata without labels are left out; ``(Table2x2(0, 0, 0, 0), 0.0)`` when nothing is
+    labelled.
+    """
+    judge = np.asarray(judge, dtype=bool).ravel()
+    yes, no, claims = (np.asarray(x, dtype=float).ravel() for x in (human_yes, human_no, claims))
+    labels = yes + no
+    if np.any(claims < labels):
+        raise ValueError("a stratum cannot hold fewer claims than it has labels")
+    kept = labels > 0
+    judge, yes, no, claims, labels = (x[kept] for x in (judge, yes, no, claims, labels))
+    if not kept.any():
+        return Table2x2(0.0, 0.0, 0.0, 0.0), 0.0
+    weight = claims / labels
+    n_eff = float(np.sum(weight * labels) ** 2 / np.sum(weight ** 2 * labels))
+    scale = n_eff / float(np.sum(claims))
+    cells = (yes * judge, no * judge, yes * ~judge, no * ~judge)
+    return Table2x2(*(float(np.sum(weight * cell)) * scale for cell in cells)), n_eff
 
 
 def _counts(a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike) -> tuple[np.ndarray, ...]:

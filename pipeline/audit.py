@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.agreement import AgreementSummary, Table2x2, summary
+from pipeline.agreement import AgreementSummary, Table2x2, stratified_table, summary
 from pipeline.errors import RecallwatchError
 from pipeline.warehouse import run_script, transaction
 
@@ -290,22 +290,49 @@ def import_labels(con, path: str | os.PathLike, now: datetime) -> LabelImport:
 
 @dataclass(frozen=True)
 class ModelAgreement:
-    """The audit of one judge model: its 2x2 table, the statistics of
-    pipeline.agreement.summary, and the newest import."""
+    """The audit of one judge model: the 2x2 table of its labels as drawn, the statistics of
+    pipeline.agreement.summary of its judge on all its claims (the labels weighed by the claims
+    of their stratum, pipeline.agreement.stratified_table), the judge's claims in the labelled
+    strata, the effective number of labels behind the figures, and the newest import."""
 
     model: str
     table: Table2x2
     stats: AgreementSummary
     labelled_at: datetime
+    claims: int = 0
+    effective_n: float = 0.0
+
+    @property
+    def labels(self) -> int:
+        return int(sum(self.table))
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the strata were drawn at different rates (the figures then differ from
+        those of the labels counted as drawn)."""
+        return abs(self.effective_n - self.labels) > 1e-9 * max(self.labels, 1)
 
 
 def agreement(con, alpha: float = 0.05) -> list[ModelAgreement]:
     """Per judge model with labels, every statistic of pipeline.agreement.summary over its
-    labels in audit_labels (each claim's latest label)."""
+    labels in audit_labels (each claim's latest label). The audit sample draws its strata (the
+    judge's label and language) unevenly, a small one beyond its share, so each label counts
+    for the judge's claims of its stratum (pipeline.agreement.stratified_table): the figures
+    describe the judge on all the claims it judged, and their intervals the labels' information."""
+    strata: dict[str, list[tuple]] = {}
+    for model, _lang, judge, yes, no, claims, labelled_at in run_script(con, "audit_agreement"):
+        strata.setdefault(model, []).append((judge, yes, no, claims, labelled_at))
     found = []
-    for model, a, b, c, d, labelled_at in run_script(con, "audit_agreement"):
-        table = Table2x2(a, b, c, d)
-        found.append(ModelAgreement(model, table, summary(a, b, c, d, alpha), labelled_at))
+    for model, rows in strata.items():
+        judge, yes, no, claims, at = (list(column) for column in zip(*rows, strict=True))
+        table = Table2x2(
+            a=sum(y for j, y in zip(judge, yes, strict=True) if j),
+            b=sum(n for j, n in zip(judge, no, strict=True) if j),
+            c=sum(y for j, y in zip(judge, yes, strict=True) if not j),
+            d=sum(n for j, n in zip(judge, no, strict=True) if not j))
+        weighted, n_eff = stratified_table(judge, yes, no, claims)
+        found.append(ModelAgreement(model, table, summary(*weighted, alpha), max(at),
+                                    int(sum(claims)), n_eff))
     return found
 
 
@@ -337,7 +364,7 @@ def audit_status(found: ModelAgreement | None, bar: AuditBar) -> tuple[bool, str
     """(audited, why) of one judge model under the bar; `why` is one sentence."""
     if found is None:
         return False, "no human labels yet"
-    n, kappa = int(found.stats.n), found.stats.kappa
+    n, kappa = found.labels, found.stats.kappa
     if n < bar.min_labels:
         return False, f"{n} labels, fewer than the {bar.min_labels} needed"
     low = float(kappa.low)
@@ -358,8 +385,11 @@ def describe(found: ModelAgreement) -> list[str]:
         return f"{_f3(e.estimate)} [{_f3(e.low)}, {_f3(e.high)}]"
 
     return [
-        f"model {found.model}: n={int(s.n)} labelled claims (a={found.table.a} b={found.table.b}"
-        f" c={found.table.c} d={found.table.d}; judge in rows, 1 = attributed)",
+        f"model {found.model}: n={found.labels} labelled claims (a={found.table.a} "
+        f"b={found.table.b} c={found.table.c} d={found.table.d}; judge in rows, 1 = attributed)",
+        *([f"  figures of the judge on its {found.claims} claims: each label weighed by the "
+           f"claims of its stratum, drawn at different rates (effective n "
+           f"{found.effective_n:.1f})"] if found.weighted else []),
         f"  raw agreement  {est(s.raw_agreement)}",
         f"  Cohen's kappa  {est(s.kappa)}" + (f" ({s.kappa.reason})" if s.kappa.reason else ""),
         f"  Gwet's AC1     {est(s.ac1)}",

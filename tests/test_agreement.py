@@ -30,6 +30,7 @@ from pipeline.agreement import (
     raw_agreement,
     sensitivity_not_attributed,
     specificity_not_attributed,
+    stratified_table,
     summary,
 )
 
@@ -352,3 +353,45 @@ def test_judge_with_a_single_label_gets_kappa_zero_and_a_collapsed_interval():
     # what shows the failure is the sensitivity on "not attributed"
     assert sensitivity_not_attributed(40, 8, 0, 0).estimate == 0.0
     assert sensitivity_not_attributed(40, 8, 0, 0).high < 0.33
+
+
+def test_a_stratified_table_covers_the_judge_on_all_its_claims_when_strata_are_drawn_unevenly():
+    # 2,030 claims: the judge rejects 30 (25 of which people reject too) and attributes 2,000
+    # (40 of which people reject). An audit of 60 draws the floor of 5 from the 30 and 55 from
+    # the 2,000, so the rejected claims are drawn 1 in 6 and the rest 1 in 36. Counted as drawn,
+    # the judge seems to catch 25 of every 29 claims people reject; on all its claims it
+    # catches 25 of 65. Weighed by stratum, the intervals cover the judge's figures.
+    from pipeline.audit import allocate
+
+    population = {False: np.array([0] * 25 + [1] * 5), True: np.array([0] * 40 + [1] * 1960)}
+    truth = summary(1960, 40, 5, 25)
+    drawn = allocate({j: len(h) for j, h in population.items()}, 60)
+    assert drawn == {False: 5, True: 55}
+    rng = np.random.default_rng(11)
+    names = ("sensitivity_not_attributed", "raw_agreement")
+    covered = {"weighted": dict.fromkeys(names, 0), "as drawn": dict.fromkeys(names, 0)}
+    worlds = 400
+    for _ in range(worlds):
+        labels = {j: rng.choice(h, drawn[j], replace=False) for j, h in population.items()}
+        judge = list(labels)
+        yes = [int(labels[j].sum()) for j in judge]
+        no = [drawn[j] - y for j, y in zip(judge, yes, strict=True)]
+        weighted, _ = stratified_table(judge, yes, no, [len(population[j]) for j in judge])
+        as_drawn = Table2x2(yes[1], no[1], yes[0], no[0])
+        for how, table in (("weighted", weighted), ("as drawn", as_drawn)):
+            found = summary(*table)
+            for name in names:
+                e, true = getattr(found, name), float(getattr(truth, name).estimate)
+                covered[how][name] += bool(e.low <= true <= e.high)
+    for name in names:
+        assert covered["weighted"][name] / worlds >= 0.93, (name, covered)
+    assert covered["as drawn"]["sensitivity_not_attributed"] / worlds < 0.7, covered
+
+
+def test_a_stratified_table_of_strata_drawn_at_one_rate_is_the_table_as_drawn():
+    table, n_eff = stratified_table([True, False], [30, 2], [6, 2], [360, 40])
+    assert n_eff == pytest.approx(40)
+    assert table == pytest.approx(Table2x2(30, 6, 2, 2))
+    assert stratified_table([True], [0], [0], [10]) == (Table2x2(0.0, 0.0, 0.0, 0.0), 0.0)
+    with pytest.raises(ValueError, match="fewer claims"):
+        stratified_table([True], [3], [0], [2])

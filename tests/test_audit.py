@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import insert_rows
 
-from pipeline.agreement import Table2x2, confusion, summary
+from pipeline.agreement import Table2x2, confusion, stratified_table, summary
 from pipeline.audit import (
     MIN_PER_STRATUM,
     AuditBar,
@@ -23,6 +23,7 @@ from pipeline.audit import (
     agreement,
     allocate,
     audit_status,
+    describe,
     import_labels,
     read_labels,
     sample_claims,
@@ -128,9 +129,10 @@ def test_a_written_sample_reads_back_once_labelled(con, tmp_path, suffix):
         (r["verdict_key"], r["claim_no"], bool(r["attributed"])) for r in sample.rows]
 
 
-def test_score_is_exactly_the_agreement_summary_of_the_labelled_table(con, tmp_path):
+def test_score_is_exactly_the_agreement_summary_of_the_stratum_weighted_table(con, tmp_path):
     fill(con)
-    rows = sample_claims(con, 30, seed=2).rows
+    sample = sample_claims(con, 30, seed=2)
+    rows = sample.rows
     rng = np.random.default_rng(5)
     human = [int(rng.random() < 0.8) if r["attributed"] else int(rng.random() < 0.3)
              for r in rows]
@@ -139,9 +141,17 @@ def test_score_is_exactly_the_agreement_summary_of_the_labelled_table(con, tmp_p
     assert (done.stored, done.blank) == (29, 1)
     (found,) = agreement(con)
     table = confusion([r["attributed"] for r in rows[1:]], human[1:])
-    assert found.table == table
-    expected = summary(*table)
-    assert int(found.stats.n) == 29
+    assert found.table == table and found.labels == 29
+    # each stratum's labels weighed by the claims the sample drew them from
+    strata = sorted(sample.available, key=lambda s: (s.attributed, s.lang))
+    labels = [[h for r, h in zip(rows[1:], human[1:], strict=True)
+               if (r["attributed"], r["lang"]) == (s.attributed, s.lang)] for s in strata]
+    weighted, n_eff = stratified_table([s.attributed for s in strata],
+                                       [sum(ls) for ls in labels],
+                                       [len(ls) - sum(ls) for ls in labels],
+                                       [sample.available[s] for s in strata])
+    assert found.claims == 54 and found.effective_n == pytest.approx(n_eff) and found.weighted
+    expected = summary(*weighted)
     for name in ("raw_agreement", "kappa", "ac1", "pabak", "sensitivity_not_attributed",
                  "specificity_not_attributed"):
         np.testing.assert_allclose(np.array(getattr(found.stats, name)[:3], dtype=float),
@@ -264,3 +274,51 @@ def test_the_judge_stores_the_contexts_it_judged(con):
                client=object())
     found = sorted(con.sql("SELECT claims, contexts FROM judge_verdicts").fetchall())
     assert found == [([], ["ctx 1", "ctx 2"]), (["a claim"], [])]
+
+
+def uneven_audit(con) -> None:
+    """950 claims of one judge: it attributes 900, 60 of which a person would not (1 in 15),
+    and not 50, 40 of which a person would not attribute either (4 in 5). Labelled as a sample
+    of 50 is drawn (the floor of 5 for the small stratum, 45 for the large one), each stratum
+    in its own proportions: 3 of 45 and 4 of 5 not attributed by the person."""
+    insert_rows(con, "judge_verdicts",
+                [verdict(f"yes-{i:03d}", [True]) for i in range(900)]
+                + [verdict(f"no-{i:02d}", [False]) for i in range(50)])
+    labels = [(f"yes-{i:03d}", True, i >= 3) for i in range(45)]
+    labels += [(f"no-{i:02d}", False, i >= 4) for i in range(5)]
+    insert_rows(con, "audit_labels", [
+        {"verdict_key": key, "claim_no": 1, "model": "judge-a", "lang": "en", "judge": judge,
+         "human": human, "source": "x.csv", "labelled_at": NOW}
+        for key, judge, human in labels])
+
+
+def test_an_unevenly_drawn_audit_estimates_the_judge_on_all_its_claims(con):
+    # The floor of 5 draws the "not attributed" claims at 1 in 10 and the rest at 1 in 20:
+    # counted as drawn, the judge would catch 4 of the 7 claims people reject (0.571), where
+    # on all its claims it catches 40 of 100 (0.4). Each label stands for its stratum's claims.
+    uneven_audit(con)
+    (found,) = agreement(con)
+    assert found.table == Table2x2(42, 3, 1, 4) and found.labels == 50
+    population = summary(840, 60, 10, 40)
+    for name in ("raw_agreement", "kappa", "ac1", "pabak", "sensitivity_not_attributed",
+                 "specificity_not_attributed"):
+        assert float(getattr(found.stats, name).estimate) == pytest.approx(
+            float(getattr(population, name).estimate)), name
+    assert float(found.stats.sensitivity_not_attributed.estimate) == pytest.approx(0.4)
+    # the interval is that of the labels' information, not of 950 labelled claims
+    kappa = found.stats.kappa
+    assert kappa.high - kappa.low > 2 * (population.kappa.high - population.kappa.low)
+    assert found.claims == 950 and found.effective_n < 50
+
+
+def test_the_report_and_the_cli_give_the_weighted_figures_and_say_so(con, tmp_path):
+    uneven_audit(con)
+    html = write_report(con, tmp_path / "r").read_text(encoding="utf-8")
+    block = html[html.index('id="judge-audit"'):html.index('<section id="summary"')]
+    population = summary(840, 60, 10, 40)
+    assert f"kappa {float(population.kappa.estimate):.3f}" in block
+    assert "50 labelled" in block and "figures of the judge on its 950 claims" in block
+    (found,) = agreement(con)
+    lines = describe(found)
+    assert "sensitivity (not attributed)  0.400" in "\n".join(lines)
+    assert f"effective n {found.effective_n:.1f}" in lines[1]

@@ -42,7 +42,8 @@ def _figures(found) -> dict:
         return {"n": 0, "labelled_at": None}
     s = found.stats
     return {
-        "n": int(s.n), "labelled_at": found.labelled_at,
+        "n": found.labels, "labelled_at": found.labelled_at, "claims": found.claims,
+        "effective_n": found.effective_n if found.weighted else None,
         "kappa": _estimate(s.kappa), "ac1": _estimate(s.ac1), "pabak": _estimate(s.pabak),
         "raw": _estimate(s.raw_agreement),
         "sensitivity": _estimate(s.sensitivity_not_attributed),
