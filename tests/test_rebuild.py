@@ -460,3 +460,39 @@ def test_before_after_of_recalls_all_0_or_1_are_proportions_not_a_point(con, tmp
     assert r["difference"]["delta"] == 0.0
     assert r["difference"]["low"] == pytest.approx(-(1.0 - after["low"]))
     assert r["difference"]["high"] == pytest.approx(1.0 - before["low"])
+
+
+def test_before_after_with_one_side_all_0_or_1_counts_that_sides_uncertainty(con, tmp_path):
+    # before: recall 1, 0.5, 0 each day (a mean, t); after: every request found its one gold
+    # chunk (a proportion, Wilson). Welch saw no spread after and took the difference's
+    # interval from the before side alone, as if three requests after were a certainty.
+    from statsmodels.stats.proportion import proportion_confint
+
+    write_jsonl(tmp_path / "gold.jsonl", GOLD)
+    write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
+    write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"b-{d}-{i}", chunks, ts=day(d, 10 + i)) for d in range(1, 8)
+        for i, chunks in enumerate((["c-1", "c-2"], ["c-1"], ["x"]))] + [
+        request(f"a-{d}", ["n-1", "c-2"], ts=day(d), index_version="idx-2")
+        for d in range(8, 11)])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    run(con)
+    prepare(con)
+    [r] = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")["rebuilds"]
+    before, after = r["sides"]
+    assert (before["n"], before["mean"], after["n"], after["mean"]) == (21, 0.5, 3, 1.0)
+    t_low, t_high = sp.t.interval(0.95, 20, loc=0.5,
+                                  scale=sp.tstd(BEFORE_RECALLS) / 21 ** 0.5)
+    w_low, _ = proportion_confint(3, 3, 0.05, method="wilson")
+    assert (before["low"], before["high"]) == (pytest.approx(t_low), pytest.approx(t_high))
+    assert after["low"] == pytest.approx(w_low)
+    # the MOVER combination of the two sides' own intervals, as drift uses
+    d = r["difference"]
+    assert d["delta"] == 0.5
+    assert d["low"] == pytest.approx(0.5 - ((1.0 - w_low) ** 2 + (t_high - 0.5) ** 2) ** 0.5)
+    assert d["high"] == pytest.approx(0.5 + (0.5 - t_low))
+    assert d["low"] < 0.5 - (t_high - 0.5)   # wider than the before side's alone

@@ -32,8 +32,9 @@ SIDE_DAYS = 7
 NOT_CARRIED_SHOWN = 50
 SIDES = ("before", "after")
 METHOD = ("cluster-robust Welch (CR1, Satterthwaite df; Welch when no request has a session); "
-          "when every recall on both sides is 0 or 1, Newcombe's hybrid of the sides' "
-          "(cluster-)Wilson intervals")
+          "when every recall on a side is 0 or 1, the sides' own intervals combined "
+          "(Newcombe's hybrid of (cluster-)Wilson intervals, the same MOVER construction for "
+          "a mean and a proportion)")
 
 
 def rebuild_section(con: duckdb.DuckDBPyConnection, scope: Scope,
@@ -71,7 +72,7 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
     before, after = (found.get(name) for name in SIDES)
     difference = None
     if before and after and before["n"] and after["n"]:
-        if _binary(before) and _binary(after):   # two proportions
+        if _binary(before) or _binary(after):   # a proportion on at least one side
             b, a = (row["recall_sum"] / row["n"] for row in (before, after))
             d = hybrid_difference_interval(b, _interval(before), a, _interval(after))
             difference = {"delta": a - b, "low": _number(d.low), "high": _number(d.high)}
