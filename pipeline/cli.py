@@ -267,11 +267,13 @@ def cmd_claims(args) -> None:
         gold_version = require_gold(resolve(con, gold_version=args.gold_version))
         if args.action == "export":
             n = export_claims(con, args.file, gold_version)
-            print(f"wrote the claims of {n} golden(s) of gold set {gold_version} to {args.file}")
+            print(f"wrote the claims of {n} golden(s) of gold set {printable(gold_version)} to "
+                  f"{printable(args.file)}")
         else:
             n = import_claims(con, args.file, gold_version)
-            print(f"replaced the claims of {n} golden(s) of gold set {gold_version}; run "
-                  "`recallwatch score` over the days they were scored on to use them")
+            print(f"replaced the claims of {n} golden(s) of gold set "
+                  f"{printable(gold_version)}; run `recallwatch score` over the days they "
+                  "were scored on to use them")
 
 
 def _span(start: datetime, end: datetime) -> str:
@@ -304,7 +306,8 @@ def cmd_drift(args) -> None:
         if not args.slice or not args.since:
             raise RecallwatchError("drift rebaseline needs --slice S and --from DAY.")
         config = api.rebaseline(args.warehouse, args.slice, args.since)
-        print(f"baseline of slice {args.slice} now {config.baseline_for(args.slice).text}; "
+        print(f"baseline of slice {printable(args.slice)} now "
+              f"{config.baseline_for(args.slice).text}; "
               "run `recallwatch drift` (or `run`) to re-judge.")
         return
     with _progress() as progress:
@@ -325,16 +328,16 @@ def cmd_rebuild(args) -> None:
     from pipeline import api
 
     result = api.rebuild(args.warehouse, args.version, args.manifest, args.live_from)
-    print(f"index {result['index_version']} live from {result['live_from']}; manifest "
-          f"{result['manifest']['source']}: "
+    print(f"index {printable(result['index_version'])} live from {result['live_from']}; "
+          f"manifest {printable(result['manifest']['source'])}: "
           + ("unchanged, skipped" if result["manifest"]["skipped"] else
              f"loaded {result['manifest']['loaded']}, "
              f"quarantined {result['manifest']['quarantined']}"))
     print("gold chunks carried: " + ", ".join(f"{how} {n}"
                                               for how, n in result["carried"].items()))
     for row in result["not_carried"][:20]:
-        print(f"  {row['how']}: chunk {row['chunk_id']} of golden {row['gold_id']} "
-              f"(gold set {row['gold_version']})")
+        print(f"  {row['how']}: chunk {printable(row['chunk_id'])} of golden "
+              f"{printable(row['gold_id'])} (gold set {printable(row['gold_version'])})")
     if len(result["not_carried"]) > 20:
         print(f"  ... {len(result['not_carried']) - 20} more (table carried_gold_ids)")
     days = result["days_rescored"]
@@ -362,7 +365,7 @@ def cmd_metrics(args) -> None:
         sys.stdout.buffer.flush()
         return
     print(f"metrics: {len(latest.rows)} slice/route/k series by {latest.grain} (gold "
-          f"{latest.gold_version}) written to {args.out}")
+          f"{printable(latest.gold_version)}) written to {printable(args.out)}")
 
 
 def cmd_export(args) -> None:
@@ -371,7 +374,7 @@ def cmd_export(args) -> None:
 
     with connect(args.warehouse, read_only=True) as con:
         n = export_table(con, args.table, args.file)
-    print(f"{args.table}: {n} rows written to {args.file}")
+    print(f"{args.table}: {n} rows written to {printable(args.file)}")
 
 
 def cmd_alert(args) -> None:
@@ -925,7 +928,8 @@ def cmd_score_dataset(args) -> None:
     from pipeline import contract
 
     results = contract.score_file(args.file, args.out, contract.config_from_json(args.config))
-    print(f"scored {args.file} into {args.out}: {contract.describe(results)}")
+    print(f"scored {printable(args.file)} into {printable(args.out)}: "
+          f"{contract.describe(results)}")
 
 
 def cmd_announce_rebuild(args) -> None:
@@ -934,9 +938,9 @@ def cmd_announce_rebuild(args) -> None:
     event = announce_rebuild(args.airflow_url, args.index_version, args.manifest,
                              args.live_from)
     extra = event["extra"]
-    print(f"announced index {extra['index_version']} (live from {extra['live_from']}, manifest "
-          f"{extra['manifest']}): asset event {event['event_id']}; recallwatch_backfill runs "
-          "once the scheduler picks it up.")
+    print(f"announced index {printable(extra['index_version'])} (live from "
+          f"{extra['live_from']}, manifest {printable(extra['manifest'])}): asset event "
+          f"{event['event_id']}; recallwatch_backfill runs once the scheduler picks it up.")
 
 
 def _out_of_memory() -> str:

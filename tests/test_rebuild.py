@@ -343,6 +343,32 @@ def test_cli_rebuild_prints_what_was_carried(run_cli, tmp_path, warehouse):
     assert not typo.exists()
 
 
+def test_cli_rebuild_writes_control_characters_of_ids_and_versions_as_codes(
+        run_cli, tmp_path, warehouse):
+    # a gold chunk ID, golden, gold set, version or manifest name holding ESC[2J would clear
+    # the terminal of whoever runs `rebuild`
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g\x1b[2J", ["c\x1b[31m"]),
+                                          golden("g-ok", ["c-1"], question="Other?")])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c\x1b[31m", "text": "alpha"},
+                                           {"chunk_id": "c-1", "text": "beta"}])
+    manifest = write_jsonl(tmp_path / "idx\x1b[2J.jsonl", [{"chunk_id": "c-1", "text": "beta"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("a", ["c-1"], ts=day(8), gold_id="g-ok", index_version="v\a2")])
+    with connect(warehouse) as con:
+        ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="G\x1b]0;t\a")
+    code, out, err = run_cli("rebuild", manifest, "--version", "v\a2", "--live-from",
+                             "2026-11-08")
+    assert (code, err) == (0, "")
+    assert not any(ch in out for ch in "\x1b\a"), out
+    assert "index v\\x072 live from" in out and "idx\\x1b[2J.jsonl" in out
+    assert ("gone: chunk c\\x1b[31m of golden g\\x1b[2J (gold set G\\x1b]0;t\\x07)"
+            in out), out
+
+
 def test_late_logs_of_another_index_before_the_rebuild_carry_from_it_as_a_fresh_build(
         con, tmp_path):
     # day 1 served by zeta, day 2 by alpha (its logs arrive late), the rebuilt index from day
