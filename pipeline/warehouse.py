@@ -261,12 +261,29 @@ def _check_format(con, target: str, *, create: bool) -> None:
 
 
 def _missing_columns(con) -> bool:
-    """Whether a column or view added to the schema since (window_metrics.rate_ci_method, the
-    view ranked_requests) is missing, which only a writing connection can add."""
-    return not con.execute(
-        "SELECT 1 FROM duckdb_columns() WHERE table_name = 'window_metrics' "
-        "AND column_name = 'rate_ci_method'").fetchall() or not con.execute(
-        "SELECT 1 FROM duckdb_views() WHERE view_name = 'ranked_requests'").fetchall()
+    """Whether a table, view or column that sql/schema.sql creates is missing (added to the
+    schema since this warehouse was written), which only a writing connection can add."""
+    tables, views, columns = _schema_parts()
+    found_tables = {row[0] for row in con.execute(
+        "SELECT table_name FROM duckdb_tables()").fetchall()}
+    found_views = {row[0] for row in con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+    found_columns = set(con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns()").fetchall())
+    return not (tables <= found_tables and views <= found_views and columns <= found_columns)
+
+
+@functools.cache
+def _schema_parts() -> tuple[frozenset, frozenset, frozenset]:
+    """The tables, views and added (table, column) pairs of sql/schema.sql."""
+    schema = sql("schema")
+
+    def named(pattern: str) -> list:
+        return re.findall(pattern, schema, re.MULTILINE)
+
+    return (frozenset(named(r"^CREATE TABLE IF NOT EXISTS (\w+)")),
+            frozenset(named(r"^CREATE OR REPLACE VIEW (\w+)")),
+            frozenset(named(r"^ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)")))
 
 
 def _sql_files():

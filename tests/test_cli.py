@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
 
@@ -404,18 +405,38 @@ def test_a_failed_run_puts_nothing_in_force(tmp_path, run_cli):
     assert code == 2 and "must include day" in err
 
 
-def test_report_on_a_warehouse_from_before_the_rates_method_says_how_to_upgrade(
-        tmp_path, run_cli, warehouse):
+def _schema_additions() -> list[str]:
+    """What sql/schema.sql adds to a warehouse an earlier recallwatch wrote, as the statement
+    that takes it away again."""
+    from pipeline.warehouse import sql
+
+    schema = sql("schema")
+    return ([f"ALTER TABLE {t} DROP COLUMN {c}" for t, c in re.findall(
+        r"^ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)", schema, re.MULTILINE)]
+        + [f"DROP VIEW {v}" for v in re.findall(r"^CREATE OR REPLACE VIEW (\w+)", schema,
+                                                 re.MULTILINE)]
+        + [f"DROP TABLE {t}" for t in ("alerts", "carried_gold_ids", "judge_verdicts")])
+
+
+@pytest.mark.parametrize("as_before", _schema_additions())
+def test_read_only_commands_on_a_warehouse_from_before_a_schema_addition_say_how_to_upgrade(
+        tmp_path, run_cli, warehouse, monkeypatch, as_before):
+    # `report`, `alert --dry-run` and `metrics` open the warehouse read-only and cannot add
+    # what a later recallwatch added; each says so in one sentence instead of failing inside
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
     write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
     run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
             "--gold-version", "v1", "--out", "")
     with duckdb.connect(str(warehouse)) as con:
-        con.execute("ALTER TABLE window_metrics DROP COLUMN rate_ci_method")
-    code, _, err = run_cli("report", "--out", tmp_path / "report")
-    assert code == 2 and "run `recallwatch run` on it once" in err
+        con.execute(as_before)
+    monkeypatch.setenv("RECALLWATCH_WEBHOOK_URL", "http://127.0.0.1:9/hook")
+    for command in (("report", "--out", tmp_path / "report"), ("alert", "--dry-run"),
+                    ("metrics",), ("export", "requests", tmp_path / "requests.parquet")):
+        code, _, err = run_cli(*command)
+        assert code == 2 and "run `recallwatch run` on it once" in err, (command, err)
     assert run_cli("run", "--out", "")[0] == 0
     assert run_cli("report", "--out", tmp_path / "report")[0] == 0
+    assert run_cli("alert", "--dry-run")[0] == 0
 
 
 def test_paths_and_dates_a_user_can_fix_are_one_sentence_with_exit_2(tmp_path, run_cli, capsys):
