@@ -202,9 +202,14 @@ def _text(value: object, setting: str) -> str | None:
 
 def _url(value: object, setting: str) -> str:
     text = _text(value, setting)
-    if http_endpoint(text) is None or re.search(r"\s", text):
+    parts = http_endpoint(text)
+    if parts is None or re.search(r"\s", text):
         raise RecallwatchError(f"{setting} must be an http:// or https:// URL (its value is not "
                                "shown, as it may hold a token).")
+    if "@" in parts.netloc:   # the request would look up "user:secret@host" as a host name
+        raise RecallwatchError(f"{setting} must be a URL without a user or password before its "
+                               "host (its value is not shown): a webhook takes its token in the "
+                               "path.")
     return text
 
 
@@ -215,6 +220,9 @@ def _email(given: dict[str, object], label: Callable[[str], str]) -> Channel:
     host = _text(given["host"], label("host")).strip()
     if not host or re.search(r"\s", host):
         raise RecallwatchError(f"{label('host')} must be a host name, e.g. smtp.example.com.")
+    if re.fullmatch(r"[^:\[\]]+:[0-9]*", host):   # smtplib would look up "host:port" as a name
+        raise RecallwatchError(f"{label('host')} must be a host name without a port, e.g. "
+                               f"smtp.example.com; give the port as {label('port')}.")
     starttls = given.get("starttls", False)
     if isinstance(starttls, int) and not isinstance(starttls, bool) and starttls in (0, 1):
         starttls = bool(starttls)   # a TOML number, as the message below allows

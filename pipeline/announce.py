@@ -52,7 +52,7 @@ def announce_rebuild(airflow_url: str, index_version: str, manifest: str, live_f
 
     base = airflow_url.strip().rstrip("/")
     parts = urllib.parse.urlsplit(base)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
         # not echoed: a URL with user:password@ in it holds a secret
         raise RecallwatchError("--airflow-url must be the api-server's http(s) URL without a "
                                "user or password in it, e.g. http://airflow:8080; for a login, "

@@ -9,10 +9,10 @@ from urllib.parse import SplitResult, urlsplit
 def http_endpoint(url: str) -> SplitResult | None:
     """The parts of an http:// or https:// URL with a host and, if given, a port number urllib
     reads; None for anything else (no scheme: user:pass@host reads as the scheme 'user'; an
-    unclosed IPv6 bracket; a port that is no number or out of range)."""
+    unclosed IPv6 bracket; a port that is no number, 0 or out of range)."""
     try:
         parts = urlsplit(url)
-        if parts.port is not None and parts.port < 0:   # .port raises for most bad ports
+        if parts.port is not None and parts.port < 1:   # .port raises for most bad ports
             return None
     except ValueError:
         return None

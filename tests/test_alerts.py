@@ -671,6 +671,16 @@ def test_channels_from_file_reads_env_indirections(tmp_path):
      "RECALLWATCH_SLACK_WEBHOOK_URL"),
     ({"RECALLWATCH_WEBHOOK_URL": f"http://example.com:99999/{SMTP_PASSWORD}"},
      "RECALLWATCH_WEBHOOK_URL"),
+    # urllib would look up "user:secret@example.com" as a host name, and port 0 is no port
+    ({"RECALLWATCH_WEBHOOK_URL": f"https://user:{SMTP_PASSWORD}@example.com/hook"},
+     "RECALLWATCH_WEBHOOK_URL"),
+    ({"RECALLWATCH_SLACK_WEBHOOK_URL": f"https://{SMTP_PASSWORD}@hooks.slack.com/x"},
+     "RECALLWATCH_SLACK_WEBHOOK_URL"),
+    ({"RECALLWATCH_WEBHOOK_URL": f"http://example.com:0/{SMTP_PASSWORD}"},
+     "RECALLWATCH_WEBHOOK_URL"),
+    # smtplib looks up "mx:25" as a host name when the port is given apart
+    ({"RECALLWATCH_SMTP_HOST": "mx.example.com:2525", "RECALLWATCH_SMTP_FROM": SENDER,
+      "RECALLWATCH_SMTP_TO": RECIPIENT}, "RECALLWATCH_SMTP_HOST"),
     ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
       "RECALLWATCH_SMTP_PASSWORD": SMTP_PASSWORD}, "RECALLWATCH_SMTP_TO"),
     ({"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,

@@ -221,6 +221,10 @@ def test_unreachable_airflow_is_one_sentence():
 @pytest.mark.parametrize(("url", "user", "password", "live_from", "message"), [
     ("http://admin:hunter2@127.0.0.1:1", None, None, "2026-10-21",
      "--airflow-url must be the api-server's http(s) URL without a user or password"),
+    ("http://:hunter2@127.0.0.1:1", None, None, "2026-10-21",   # a password alone
+     "--airflow-url must be the api-server's http(s) URL without a user or password"),
+    ("http://@127.0.0.1:1", None, None, "2026-10-21",
+     "--airflow-url must be the api-server's http(s) URL without a user or password"),
     ("airflow:8080", None, None, "2026-10-21", "--airflow-url must be the api-server's"),
     ("http://127.0.0.1:1", "admin", None, "2026-10-21",
      "a user and a password are needed together"),
