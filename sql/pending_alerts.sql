@@ -1,17 +1,19 @@
 -- pending_alerts: the alert messages of drift episodes, one per event (the daily window on
--- which an episode opened or resolved) and channel, in window order, with what the alerts
--- table already holds for it (status NULL: never tried; 'sent' rows come back too, so the
--- caller counts them as skipped, as are events sent under another gold version). The value's interval comes from window_metrics (NULL when
--- the window has no metrics row); `direction` is the decision of the episode's opening window,
--- so a resolution is named after what it resolves.
+-- which an episode opened or resolved) and channel, in window order (a day's withdrawals
+-- first), with what the alerts table already holds for it (status NULL: never tried; 'sent'
+-- rows come back too, so the caller counts them as skipped, as are events sent under another
+-- gold version). The value's interval comes from window_metrics (NULL when the window has no
+-- metrics row); `direction` is the decision of the episode's opening window, so a resolution
+-- is named after what it resolves.
 -- A third event, 'withdrawn', takes back an opening that was sent and never resolved when the
 -- drift step, judging that window again under the same gold version (after late or corrected
 -- logs, a rescore, a changed setting), no longer finds its episode: on the channels that got
 -- the opening, whatever the alert cutoff and metrics are now, quoting the window as judged now
 -- (`now_state`). Until the window is judged again (its drift rows are voided and not yet
 -- rebuilt) nothing is withdrawn, nor while the window lies in an open episode of the same
--- direction (a late day moved the episode's start: the new opening is announced instead). An episode that comes back after its withdrawal is announced
--- again (its opening is pending once more).
+-- direction (a late day moved the episode's start: the new opening is announced instead).
+-- An episode that comes back after its withdrawal is announced again (its opening is pending
+-- once more).
 -- Grain: one row per episode_id x event x channel. Parameters: $k (the alert cutoff),
 -- $metrics (list of metric names), $channels (list of channel names, in delivery order).
 
@@ -88,16 +90,21 @@ SELECT e.* EXCLUDE (channel_order),
            WHEN e.event = 'opened' AND a.status = 'sent'
                 AND (e.episode_id, e.channel) IN (SELECT (episode_id, channel) FROM withdrawn)
                THEN NULL
-           -- the same event (slice, route, k, metric, window) sent for the episode as another
-           -- gold set judged it counts as sent, unless that one was withdrawn: loading a new
-           -- gold version re-judges the whole history and would otherwise page every past
-           -- episode again (route and k are NULL in rows of earlier warehouses, and match any)
+           -- the same event (slice, route, k, metric, window, direction) sent for the episode
+           -- as another gold set judged it counts as sent, unless that one was withdrawn:
+           -- loading a new gold version re-judges the whole history and would otherwise page
+           -- every past episode again. Under the same gold set another episode is news (a
+           -- moved start, a rise where a drop was), and so is another direction (route, k,
+           -- gold_version and direction are NULL in rows of earlier warehouses: route, k and
+           -- direction then match any, and the gold set counts as another)
            WHEN a.status IS NULL AND e.event <> 'withdrawn' AND EXISTS (
                 SELECT 1 FROM alerts b
                 WHERE b.status = 'sent' AND b.channel = e.channel AND b.event = e.event
                   AND b.slice = e.slice AND b.metric = e.metric
                   AND b.window_start = e.window_start
                   AND coalesce(b.route, e.route) = e.route AND coalesce(b.k, e.k) = e.k
+                  AND coalesce(b.direction, e.direction) = e.direction
+                  AND b.gold_version IS DISTINCT FROM e.gold_version
                   AND (b.episode_id, b.channel) NOT IN (SELECT (episode_id, channel)
                                                         FROM withdrawn))
                THEN 'sent'
@@ -107,5 +114,5 @@ SELECT e.* EXCLUDE (channel_order),
 FROM pending e
 LEFT JOIN alerts a
        ON a.episode_id = e.episode_id AND a.event = e.event AND a.channel = e.channel
-ORDER BY e.window_start, e.slice, e.metric, e.route, e.gold_version, e.episode_id, e.event,
-         e.channel_order;
+ORDER BY e.window_start, e.event <> 'withdrawn', e.slice, e.metric, e.route, e.gold_version,
+         e.episode_id, e.event, e.channel_order;

@@ -153,25 +153,27 @@ def day(number: int) -> datetime:
 
 def insert_drift(con, number: int, *, state: str, decision: str, episode: str | None = None,
                  metric: str = "mean_recall", k: int = 10, value: float = 0.80,
-                 delta: float = 0.0, slice_: str = "all", n: int = 412) -> None:
+                 delta: float = 0.0, slice_: str = "all", n: int = 412,
+                 gold: str = "g1") -> None:
     con.execute(
         """INSERT INTO drift_events (window_start, window_end, grain, slice, route, k,
                gold_version, metric, index_version, change_point, n, baseline_start,
                baseline_end, baseline_n, value, baseline_value, delta, delta_low, delta_high,
                margin, method, evidence, decision, state, episode_id, built_with)
-           VALUES ($start, $end, 'day', $slice, 'ids', $k, 'g1', $metric, 'idx-1', false, $n,
+           VALUES ($start, $end, 'day', $slice, 'ids', $k, $gold, $metric, 'idx-1', false, $n,
                $b_start, $b_end, 2884, $value, 0.8, $delta, $delta - 0.04, $delta + 0.04, 0.05,
                'anytime', 25.0, $decision, $state, $episode, 'test')""",
         {"start": day(number), "end": day(number + 1), "slice": slice_, "k": k,
          "metric": metric, "n": n, "b_start": day(1), "b_end": day(8), "value": value,
-         "delta": delta, "decision": decision, "state": state, "episode": episode})
+         "delta": delta, "decision": decision, "state": state, "episode": episode,
+         "gold": gold})
     con.execute(
         """INSERT INTO window_metrics (window_start, window_end, grain, slice, route, k,
                gold_version, n, n_sessions, mean_recall, ci_low, ci_high, pass_mark, n_excluded)
-           VALUES ($start, $end, 'day', $slice, 'ids', $k, 'g1', $n, $n, $value, $value - 0.03,
+           VALUES ($start, $end, 'day', $slice, 'ids', $k, $gold, $n, $n, $value, $value - 0.03,
                $value + 0.03, 0.7, 0)""",
         {"start": day(number), "end": day(number + 1), "slice": slice_, "k": k, "n": n,
-         "value": value})
+         "value": value, "gold": gold})
 
 
 def insert_replay_day(con, number: int, episode: str = "ep-all-1", **kwargs) -> None:
@@ -449,6 +451,92 @@ def test_a_late_day_that_moves_a_drop_earlier_announces_it_and_withdraws_nothing
 
     later = [json.loads(r.body) for r in hook.on("/hook/ab12")][len(first):]
     assert {(m["event"], m["window_start"][:10]) for m in later} == {("opened", "2026-10-14")}
+
+
+def events_sent(hook: HookServer) -> list[tuple[str, str, str, str]]:
+    return [(m["event"], m["direction"], m["episode_id"], m["window_start"][:10])
+            for m in (json.loads(r.body) for r in hook.on("/hook/ab12"))]
+
+
+def test_a_rise_that_replaces_a_paged_drop_on_its_day_is_sent_after_the_withdrawal(
+        warehouse, hook):
+    # the same slice, metric and day sent as a drop is no reason to hold back a rise
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 11):
+        insert_replay_day(warehouse, number)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
+    void_from(warehouse, 8)
+    for number in range(8, 11):
+        insert_drift(warehouse, number, state="opened" if number == 8 else "ongoing",
+                     decision="rise", episode="ep-rise", value=0.95, delta=0.15)
+
+    summary = send_alerts(warehouse, CONFIG, channels, now=morning_after(11), backoff=0.01)
+
+    assert (summary.sent, summary.skipped) == (2, 0)
+    assert events_sent(hook) == [("opened", "drop", "ep-all-1", "2026-11-08"),
+                                 ("withdrawn", "drop", "ep-all-1", "2026-11-08"),
+                                 ("opened", "rise", "ep-rise", "2026-11-08")]
+
+
+def test_a_rise_on_the_day_of_a_resolved_drop_is_sent_and_resolves(warehouse, hook):
+    # a drop was opened and resolved, both sent; judged again, its first day opens a rise
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 16):
+        insert_replay_day(warehouse, number)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(15), backoff=0.01)
+    void_from(warehouse, 8)
+    for number in range(8, 16):
+        state = "opened" if number == 8 else "ongoing" if number < 13 else "resolved" \
+            if number == 13 else "none"
+        insert_drift(warehouse, number, state=state,
+                     decision="rise" if number < 13 else "stable",
+                     episode="ep-rise" if number <= 13 else None, value=0.95, delta=0.15)
+
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(16), backoff=0.01)
+
+    assert events_sent(hook)[2:] == [("opened", "rise", "ep-rise", "2026-11-08"),
+                                     ("resolved", "rise", "ep-rise", "2026-11-13")]
+
+
+def test_an_episode_resolving_on_the_day_another_resolved_is_resolved_too(warehouse, hook):
+    # a late day moves the drop's start from day 8 to day 6: a new episode, paged, which ends
+    # on day 15 as the first did; its own resolution must reach whoever got its opening
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 16):
+        insert_replay_day(warehouse, number)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(15), backoff=0.01)
+    void_from(warehouse, 6)
+    for number in range(6, 16):
+        insert_drift(warehouse, number,
+                     state="opened" if number == 6 else "ongoing" if number < 15 else "resolved",
+                     decision="drop" if number < 15 else "stable", episode="ep-all-2",
+                     value=0.62 if number < 15 else 0.79, delta=-0.18 if number < 15 else 0)
+
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(16), backoff=0.01)
+
+    assert events_sent(hook)[2:] == [("opened", "drop", "ep-all-2", "2026-11-06"),
+                                     ("resolved", "drop", "ep-all-2", "2026-11-15")]
+
+
+def test_a_new_gold_set_judging_the_same_history_pages_only_what_is_news(warehouse, hook):
+    # g2 re-judges days 1-20: the drop of days 8-15 again (already paged under g1, not again)
+    # and, on day 18, a rise that g1 did not see
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 16):
+        insert_replay_day(warehouse, number)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(15), backoff=0.01)
+    for number in range(1, 16):
+        insert_replay_day(warehouse, number, episode="ep-g2-1", gold="g2")
+    for number in range(16, 21):
+        insert_drift(warehouse, number, state="opened" if number == 18 else
+                     "ongoing" if number > 18 else "none", decision="rise" if number >= 18
+                     else "stable", episode="ep-g2-2" if number >= 18 else None, gold="g2")
+
+    summary = send_alerts(warehouse, Config(cutoffs=(1, 5, 10), gold_version="g2"), channels,
+                          now=morning_after(20), backoff=0.01)
+
+    assert events_sent(hook)[2:] == [("opened", "rise", "ep-g2-2", "2026-11-18")]
+    assert (summary.sent, summary.skipped) == (1, 4)
 
 
 def test_a_withdrawal_of_a_day_that_now_forms_a_baseline_says_so(warehouse, hook):
