@@ -12,8 +12,11 @@ failure never raises nor touches `drift_events`. An opening that was sent and no
 whose episode the drift step no longer finds when it judges that window again under the same
 gold version (late or corrected logs, a rescore), gets a `withdrawn` message on the channels
 that had it, quoting how the window is judged now; should the episode come back, its opening
-is sent again (sql/pending_alerts.sql). Channel settings come from the environment
-or a TOML file; URLs, tokens and passwords are never printed, logged or stored."""
+is sent again (sql/pending_alerts.sql). A sent resolution that judging its window again no
+longer bears out is put right: the episode's new resolution day is sent, or, while it has not
+resolved, an `unresolved` message says so. A resolution waits on a channel that has not got
+its episode's opening. Channel settings come from the environment or a TOML file; URLs,
+tokens and passwords are never printed, logged or stored."""
 
 from __future__ import annotations
 
@@ -47,7 +50,8 @@ from pipeline.warehouse import run_script, sql, transaction
 log = logging.getLogger(__name__)
 
 CHANNEL_NAMES = ("webhook", "slack", "email")
-EVENTS = ("opened", "resolved", "withdrawn")
+EVENTS = ("opened", "resolved", "withdrawn", "unresolved")
+HELD = "held until the opening is delivered on this channel"
 SIGNATURE_HEADER = "X-Recallwatch-Signature"
 
 # Every setting of every channel, with the environment variable that gives it; a channels file
@@ -270,7 +274,7 @@ class AlertMessage:
     webhook's JSON carries."""
 
     episode_id: str | None
-    event: str                     # opened | resolved | withdrawn | test
+    event: str                     # opened | resolved | withdrawn | unresolved | test
     slice: str
     metric: str
     window_start: datetime | None
@@ -359,6 +363,16 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
             f"again on the data and settings now in the warehouse, the day is "
             f"{row['decision']} (episode state {row['now_state']}); the figures below are "
             "today's judgement of that day")
+    elif event == "unresolved":
+        lines.append(
+            f"the resolution sent for day {day} no longer holds: judged again on the data and "
+            f"settings now in the warehouse, the day is {row['decision']} (episode state "
+            f"{row['now_state']}), so the {row['direction']} goes on; its resolution will "
+            "follow")
+    elif event == "resolved" and row.get("resolution_sent_before") is not None:
+        lines.append(
+            f"the resolution sent for day {row['resolution_sent_before']:%Y-%m-%d} came too "
+            f"early: judged again, the {row['direction']} went on until this day")
     lines += [
         f"value: {_number(row['value'])} ({level}% interval "
         f"{_interval(row['value_low'], row['value_high'])}), n {row['n']}",
@@ -382,8 +396,10 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
         "margin": row["margin"], "decision": row["decision"], "direction": row["direction"],
         "method": row["method"], "index_version": row["index_version"], "report": report,
     }
-    if event == "withdrawn":
+    if event in ("withdrawn", "unresolved"):
         fields["now_state"] = row["now_state"]
+    if row.get("resolution_sent_before") is not None:
+        fields["resolution_sent_before"] = row["resolution_sent_before"].isoformat()
     return AlertMessage(row["episode_id"], event, row["slice"], metric, row["window_start"],
                         title, "\n".join(lines), {k_: _finite(v) for k_, v in fields.items()})
 
@@ -585,17 +601,28 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
         return summary
     now = _naive_utc(now)
     by_name = {c.name: c for c in channels}
+    opened: set[tuple[str, str]] = set()   # (episode, channel) whose opening went out
     for row in pending_alerts(con, config, names):
+        held = row["event"] == "resolved" and (row["episode_id"], row["channel"]) not in opened
         if row["status"] == "sent":
             summary.skipped += 1
+            if row["event"] == "opened":
+                opened.add((row["episode_id"], row["channel"]))
             continue
         channel, message = by_name[row["channel"]], build_message(row, report)
         if dry_run:
-            summary.deliveries.append(Delivery(channel.name, message, "would send",
-                                               row["attempts"] or 0))
+            if row["event"] == "opened":
+                opened.add((row["episode_id"], channel.name))
+            summary.deliveries.append(Delivery(channel.name, message, "would send"
+                                               if not held else HELD, row["attempts"] or 0))
             continue
-        tries, error = _attempt(channel, message, now=now, retries=retries, backoff=backoff,
-                                timeout=timeout)
+        if held:   # a resolution never reaches a channel before its opening
+            tries, error = 0, HELD
+        else:
+            tries, error = _attempt(channel, message, now=now, retries=retries,
+                                    backoff=backoff, timeout=timeout)
+        if error is None and row["event"] == "opened":
+            opened.add((row["episode_id"], channel.name))
         status = "sent" if error is None else "failed"
         attempts = (row["attempts"] or 0) + tries
         with transaction(con):

@@ -14,6 +14,11 @@
 -- direction (a late day moved the episode's start: the new opening is announced instead).
 -- An episode that comes back after its withdrawal is announced again (its opening is pending
 -- once more).
+-- A sent resolution that judging its window again no longer bears out is put right: when the
+-- episode now resolves on another day, that resolution is pending again (with the day sent
+-- before, `resolution_sent_before`); when it has not resolved yet (the window is now an
+-- ongoing day of it), a fourth event, 'unresolved', says so on the channels that got the
+-- resolution, and the episode's next resolution goes out as news.
 -- Grain: one row per episode_id x event x channel. Parameters: $k (the alert cutoff),
 -- $metrics (list of metric names), $channels (list of channel names, in delivery order).
 
@@ -68,6 +73,20 @@ withdrawals AS (
                       WHERE r.episode_id = a.episode_id AND r.channel = a.channel
                         AND r.event = 'resolved' AND r.status = 'sent')
 ),
+unresolutions AS (
+    SELECT d.* EXCLUDE (episode_id, state, episode_direction) REPLACE ('unresolved' AS event),
+           a.episode_id, coalesce(a.direction, d.episode_direction) AS direction,
+           d.state AS now_state, a.channel
+    FROM alerts a
+    -- the window the resolution was sent for, as the drift step judges it now
+    JOIN (SELECT *, NULL::VARCHAR AS event FROM judged) d
+      ON d.window_start = a.window_start AND d.slice = a.slice AND d.route = a.route
+     AND d.k = a.k AND d.metric = a.metric AND d.gold_version = a.gold_version
+    WHERE a.event = 'resolved' AND a.status = 'sent'
+      AND d.episode_id = a.episode_id AND d.state = 'ongoing'
+      AND NOT EXISTS (SELECT 1 FROM drift_events e
+                      WHERE e.episode_id = a.episode_id AND e.state = 'resolved')
+),
 channels AS (
     SELECT unnest($channels::VARCHAR[]) AS channel,
            generate_subscripts($channels::VARCHAR[], 1) AS channel_order
@@ -79,6 +98,10 @@ pending AS (
     UNION ALL BY NAME
     SELECT w.*, c.channel_order
     FROM withdrawals w
+    JOIN channels c USING (channel)
+    UNION ALL BY NAME
+    SELECT u.*, c.channel_order
+    FROM unresolutions u
     JOIN channels c USING (channel)
 ),
 withdrawn AS (
@@ -108,9 +131,16 @@ SELECT e.* EXCLUDE (channel_order),
                   AND (b.episode_id, b.channel) NOT IN (SELECT (episode_id, channel)
                                                         FROM withdrawn))
                THEN 'sent'
+           -- a resolution sent for another day of the episode (it resolves later now)
+           WHEN e.event = 'resolved' AND a.window_start <> e.window_start THEN NULL
            ELSE a.status
        END AS status,
-       a.attempts, a.first_tried
+       CASE WHEN e.event = 'resolved' AND a.status = 'sent' AND a.window_start <> e.window_start
+            THEN a.window_start END AS resolution_sent_before,
+       CASE WHEN e.event = 'resolved' AND a.window_start <> e.window_start THEN NULL
+            ELSE a.attempts END AS attempts,
+       CASE WHEN e.event = 'resolved' AND a.window_start <> e.window_start THEN NULL
+            ELSE a.first_tried END AS first_tried
 FROM pending e
 LEFT JOIN alerts a
        ON a.episode_id = e.episode_id AND a.event = e.event AND a.channel = e.channel

@@ -5,11 +5,16 @@
 -- $channel, $status, $attempts, $last_error, $first_tried, $last_tried, $slice, $metric,
 -- $window_start, $route, $k, $gold_version, $direction.
 -- An opening sent again (its episode came back after it was withdrawn) clears the withdrawal
--- on that channel, so that the episode can be withdrawn, or resolved, once more.
+-- on that channel, so that the episode can be withdrawn, or resolved, once more; likewise a
+-- sent 'unresolved' clears the resolution it takes back, and a resolution sent after it
+-- clears the 'unresolved'.
 
 DELETE FROM alerts
 WHERE episode_id = $episode_id AND channel = $channel
-  AND (event = $event OR ($event = 'opened' AND $status = 'sent' AND event = 'withdrawn'));
+  AND (event = $event
+       OR ($status = 'sent' AND ($event, event) IN (('opened', 'withdrawn'),
+                                                    ('unresolved', 'resolved'),
+                                                    ('resolved', 'unresolved'))));
 
 INSERT INTO alerts (episode_id, event, channel, status, attempts, last_error, first_tried,
                     last_tried, slice, metric, window_start, route, k, gold_version, direction)

@@ -289,7 +289,7 @@ CREATE TABLE IF NOT EXISTS drift_events (
 -- not. Channel names only: URLs, tokens and passwords are never stored.
 CREATE TABLE IF NOT EXISTS alerts (
     episode_id   VARCHAR   NOT NULL,
-    event        VARCHAR   NOT NULL,   -- opened | resolved | withdrawn
+    event        VARCHAR   NOT NULL,   -- opened | resolved | withdrawn | unresolved
     channel      VARCHAR   NOT NULL,   -- webhook | slack | email
     status       VARCHAR   NOT NULL,   -- sent | failed
     attempts     INTEGER   NOT NULL,

@@ -518,6 +518,84 @@ def test_an_episode_resolving_on_the_day_another_resolved_is_resolved_too(wareho
                                      ("resolved", "drop", "ep-all-2", "2026-11-15")]
 
 
+def resolved_then_judged_again(con, channels, last_ongoing: int,
+                               resolved_on: int | None) -> None:
+    """The replay's drop opened on day 8 and resolved on day 15, both sent; then days 15.. are
+    judged again (late logs): the drop goes on to `last_ongoing` and resolves on
+    `resolved_on` (or not yet)."""
+    for number in range(1, 16):
+        insert_replay_day(con, number)
+    send_alerts(con, CONFIG, channels, now=morning_after(15), backoff=0.01)
+    void_from(con, 15)
+    for number in range(15, last_ongoing + 1):
+        insert_drift(con, number, state="ongoing", decision="drop", episode="ep-all-1",
+                     value=0.62, delta=-0.18)
+    if resolved_on is not None:
+        insert_drift(con, resolved_on, state="resolved", decision="stable",
+                     episode="ep-all-1", value=0.80, delta=0.0)
+
+
+def test_a_resolution_that_came_too_early_is_sent_again_on_its_new_day(warehouse, hook):
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    resolved_then_judged_again(warehouse, channels, last_ongoing=17, resolved_on=18)
+
+    summary = send_alerts(warehouse, CONFIG, channels, now=morning_after(18), backoff=0.01)
+
+    assert (summary.sent, summary.skipped) == (1, 1)
+    assert events_sent(hook) == [("opened", "drop", "ep-all-1", "2026-11-08"),
+                                 ("resolved", "drop", "ep-all-1", "2026-11-15"),
+                                 ("resolved", "drop", "ep-all-1", "2026-11-18")]
+    last = json.loads(hook.on("/hook/ab12")[-1].body)
+    assert "the resolution sent for day 2026-11-15 came too early" in last["text"]
+    assert last["resolution_sent_before"][:10] == "2026-11-15"
+    again = send_alerts(warehouse, CONFIG, channels, now=morning_after(19), backoff=0.01)
+    assert (again.sent, again.skipped) == (0, 2)
+
+
+def test_a_resolution_that_no_longer_holds_is_taken_back_until_the_episode_resolves(
+        warehouse, hook):
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    resolved_then_judged_again(warehouse, channels, last_ongoing=17, resolved_on=None)
+
+    summary = send_alerts(warehouse, CONFIG, channels, now=morning_after(17), backoff=0.01)
+
+    assert summary.sent == 1
+    unresolved = json.loads(hook.on("/hook/ab12")[-1].body)
+    assert (unresolved["event"], unresolved["window_start"][:10], unresolved["now_state"],
+            unresolved["decision"]) == ("unresolved", "2026-11-15", "ongoing", "drop")
+    assert unresolved["title"] == ("recallwatch: mean_recall@10 drop unresolved on slice all "
+                                   "(route ids, gold g1)")
+    assert "the resolution sent for day 2026-11-15 no longer holds" in unresolved["text"]
+    assert send_alerts(warehouse, CONFIG, channels, now=morning_after(17)).sent == 0
+    # the drop resolves on day 18: that resolution goes out, and could be taken back again
+    insert_drift(warehouse, 18, state="resolved", decision="stable", episode="ep-all-1",
+                 value=0.80, delta=0.0)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(18), backoff=0.01)
+    assert events_sent(hook)[2:] == [("unresolved", "drop", "ep-all-1", "2026-11-15"),
+                                     ("resolved", "drop", "ep-all-1", "2026-11-18")]
+    assert warehouse.execute("SELECT event, window_start FROM alerts ORDER BY event"
+                             ).fetchall() == [("opened", day(8)), ("resolved", day(18))]
+
+
+def test_a_resolution_waits_on_a_channel_that_has_not_got_the_opening(warehouse, hook):
+    # the first call on a history: the opening fails on the webhook; its resolution must not
+    # reach the channel first, and both go out, in order, once it is back
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 16):
+        insert_replay_day(warehouse, number)
+    hook.fail(3)
+
+    first = send_alerts(warehouse, CONFIG, channels, now=morning_after(15), backoff=0.01)
+
+    assert (first.sent, first.failed) == (0, 2)
+    assert [d.error for d in first.deliveries][1] == ("held until the opening is delivered on "
+                                                      "this channel")
+    assert [e[0] for e in events_sent(hook)] == ["opened"] * 3   # three 503s
+    second = send_alerts(warehouse, CONFIG, channels, now=morning_after(16), backoff=0.01)
+    assert (second.sent, second.failed) == (2, 0)
+    assert [e[0] for e in events_sent(hook)] == ["opened"] * 4 + ["resolved"]
+
+
 def test_a_new_gold_set_judging_the_same_history_pages_only_what_is_news(warehouse, hook):
     # g2 re-judges days 1-20: the drop of days 8-15 again (already paged under g1, not again)
     # and, on day 18, a rise that g1 did not see
