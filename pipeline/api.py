@@ -346,7 +346,10 @@ def rebuild(warehouse: Warehouse, index_version: str, manifest: str, live_from: 
 def alert(warehouse: Warehouse, *, report: str | None = None, now: When = None,
           channels_file: str | None = None, dry_run: bool = False) -> dict:
     """Send the alerts due on the channels of the environment (or `channels_file`); see
-    pipeline.alerts. `now` stamps the deliveries (default: the current time, UTC)."""
+    pipeline.alerts. `now` stamps the deliveries (default: the current time, UTC). Returns the
+    counts; raises RecallwatchError when any message could not be delivered (as `recallwatch
+    alert` exits 2), after recording it to be retried, so that a scheduled task fails, is
+    retried and is seen."""
     from pipeline.alerts import channels_from_env, channels_from_file, send_alerts
 
     channels = channels_from_file(channels_file) if channels_file else channels_from_env()
@@ -354,6 +357,13 @@ def alert(warehouse: Warehouse, *, report: str | None = None, now: When = None,
     with connect(warehouse, must_exist=True) as con:
         summary = send_alerts(con, settings.in_force(con), channels, report=report,
                               dry_run=dry_run, now=stamp)
+    if summary.failed:
+        failed = sorted({d.channel for d in summary.deliveries if d.status == "failed"})
+        reasons = sorted({d.error for d in summary.deliveries if d.error})
+        raise RecallwatchError(
+            f"{summary.failed} alert(s) could not be delivered on {', '.join(failed)} "
+            f"({'; '.join(reasons)}); {summary.sent} sent. They are kept, and the next alert "
+            "retries them.")
     return {"sent": summary.sent, "failed": summary.failed, "skipped": summary.skipped,
             "channels": [c.name for c in channels]}
 

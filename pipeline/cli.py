@@ -469,6 +469,10 @@ def cmd_run(args) -> None:
     _print_summary_table(args.warehouse)
     if summary.report:
         print(f"report: {summary.report.resolve()}")
+    if summary.alerts and summary.alerts.failed:   # as `alert`: a scheduler sees it
+        raise RecallwatchError(
+            f"{summary.alerts.failed} alert(s) could not be delivered (`recallwatch alert "
+            "--dry-run` lists them); everything else is done, and the next `run` retries them.")
 
 
 def cmd_check(args) -> None:

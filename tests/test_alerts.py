@@ -661,6 +661,46 @@ def test_a_channel_answering_503_is_retried_recorded_as_failed_then_delivered_ne
     assert rows(warehouse, "alerts") == before and rows(warehouse, "drift_events") == drift
 
 
+def test_the_api_step_a_scheduled_task_calls_fails_when_a_delivery_fails_and_retries_it(
+        tmp_path, hook, monkeypatch):
+    # the DAGs' alert task is api.alert: a channel that is down must fail the task (Airflow
+    # then retries it and shows it), not pass with {'failed': 1} in its return value
+    path = tmp_path / "w.duckdb"
+    with connect(path) as con:
+        for number in range(1, 11):
+            insert_replay_day(con, number)   # mean recall@10: the default alert cutoff
+    monkeypatch.setenv("RECALLWATCH_WEBHOOK_URL", hook.url("/hook/ab12"))
+    hook.fail(3)
+    with pytest.raises(RecallwatchError) as caught:
+        api.alert(path, now=morning_after(10))
+    assert str(caught.value) == (
+        "1 alert(s) could not be delivered on webhook (HTTP 503); 0 sent. They are kept, and "
+        "the next alert retries them.")
+    with connect(path, read_only=True) as con:
+        assert con.sql("SELECT event, status, attempts FROM alerts").fetchall() == [
+            ("opened", "failed", 3)]
+    assert api.alert(path, now=morning_after(11)) == {
+        "sent": 1, "failed": 0, "skipped": 0, "channels": ["webhook"]}
+
+
+def test_run_does_everything_and_exits_2_when_an_alert_could_not_be_delivered(
+        tmp_path, hook, monkeypatch, capsys):
+    days = [date(2026, 10, 1) + timedelta(days=d) for d in range(16)]
+    gold, logs = graded_world(tmp_path, {d: 6 if d.day <= 14 else 3 for d in days})
+    monkeypatch.setenv("RECALLWATCH_WEBHOOK_URL", hook.url("/hook/ab12"))
+    hook.fail(10 ** 6)
+    args = ["--warehouse", str(tmp_path / "w.duckdb"), "run", "--logs", str(logs), "--gold",
+            str(gold), "--gold-version", "v1", "--out", str(tmp_path / "report")]
+
+    assert cli.main(args) == 2
+    out, err = capsys.readouterr()
+    assert "alerts: 0 sent, 2 failed" in out and "report: " in out
+    assert err.startswith("recallwatch: error: 2 alert(s) could not be delivered")
+    hook.fail(0)
+    assert cli.main(args[:3]) == 0
+    assert "alerts: 2 sent, 0 failed" in capsys.readouterr().out
+
+
 def test_a_stopped_server_is_a_failed_alert_not_an_exception(warehouse):
     insert_replay_day(warehouse, OPENED_DAY)
     closed = f"http://127.0.0.1:{_free_port()}/hook"   # nothing listens there
