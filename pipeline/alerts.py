@@ -476,8 +476,14 @@ def email_message(channel: Channel, message: AlertMessage, now: datetime) -> Ema
     return mail
 
 
-def _deliver(channel: Channel, message: AlertMessage, *, now: datetime, timeout: float) -> None:
-    """One attempt; raises on failure."""
+class _Refused(smtplib.SMTPRecipientsRefused):
+    """The mail went to some recipients and the server refused the others (`recipients`)."""
+
+
+def _deliver(channel: Channel, message: AlertMessage, *, now: datetime, timeout: float,
+             to: tuple[str, ...] | None = None) -> None:
+    """One attempt (a mail to `to` alone when given, a subset of the channel's recipients
+    still without it; the mail's To: names them all); raises on failure."""
     if channel.name == "webhook":
         body = webhook_body(message)
         headers = {SIGNATURE_HEADER: sign(body, channel.secret)} if channel.secret else {}
@@ -490,9 +496,10 @@ def _deliver(channel: Channel, message: AlertMessage, *, now: datetime, timeout:
                 smtp.starttls(context=ssl.create_default_context())
             if channel.user:
                 smtp.login(channel.user, channel.password)
-            refused = smtp.send_message(email_message(channel, message, now))
+            refused = smtp.send_message(email_message(channel, message, now),
+                                        to_addrs=list(to or channel.recipients))
             if refused:   # taken for some recipients only: the others never got it
-                raise smtplib.SMTPRecipientsRefused(refused)
+                raise _Refused(refused)
     else:
         raise ValueError(f"unknown channel {channel.name!r}")
 
@@ -544,22 +551,27 @@ def send_notice(channels: list[Channel], title: str, text: str, *, now: datetime
 
 
 def _attempt(channel: Channel, message: AlertMessage, *, now: datetime, retries: int,
-             backoff: float, timeout: float) -> tuple[int, str | None]:
-    """Up to `retries` tries, waiting backoff, 2*backoff, ... between them. Returns (tries
-    made, the last error or None when delivered)."""
+             backoff: float, timeout: float, to: tuple[str, ...] | None = None,
+             ) -> tuple[int, str | None, tuple[str, ...] | None]:
+    """Up to `retries` tries, waiting backoff, 2*backoff, ... between them; a mail goes to
+    `to` (default: every recipient), and a try after a partial refusal to the refused ones
+    alone. Returns (tries made, the last error or None when delivered, the recipients still
+    without the mail: None for all, or for none when delivered)."""
     error = None
     for attempt in range(retries):
         if attempt:
             time.sleep(backoff * 2 ** (attempt - 1))
         try:
-            _deliver(channel, message, now=now, timeout=timeout)
+            _deliver(channel, message, now=now, timeout=timeout, to=to)
         except Exception as exc:  # any failure is recorded and retried later, never raised
             error = describe_failure(exc, channel)
+            if isinstance(exc, _Refused):   # the others have it: never mail them twice
+                to = tuple(a for a in (to or channel.recipients) if a in exc.recipients)
             log.debug("alert %s of %s via %s: attempt %d failed: %s", message.event,
                       message.episode_id, channel.name, attempt + 1, error)
             continue
-        return attempt + 1, None
-    return retries, error
+        return attempt + 1, None, None
+    return retries, error, to
 
 
 def _naive_utc(now: datetime) -> datetime:
@@ -616,11 +628,18 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
             summary.deliveries.append(Delivery(channel.name, message, "would send"
                                                if not held else HELD, row["attempts"] or 0))
             continue
+        # a mail the server refused for some recipients goes to those alone, if still set
+        to = row["undelivered_to"] and tuple(
+            a for a in channel.recipients if a in row["undelivered_to"])
+        undelivered = None
         if held:   # a resolution never reaches a channel before its opening
-            tries, error = 0, HELD
+            tries, error, undelivered = 0, HELD, row["undelivered_to"]
+        elif to == ():   # each recipient that lacked it is no longer set
+            tries, error = 0, None
         else:
-            tries, error = _attempt(channel, message, now=now, retries=retries,
-                                    backoff=backoff, timeout=timeout)
+            tries, error, undelivered = _attempt(channel, message, now=now, retries=retries,
+                                                 backoff=backoff, timeout=timeout,
+                                                 to=to or None)
         if error is None and row["event"] == "opened":
             opened.add((row["episode_id"], channel.name))
         status = "sent" if error is None else "failed"
@@ -632,7 +651,8 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
                 "last_error": error, "first_tried": row["first_tried"] or now,
                 "last_tried": now, "slice": message.slice, "metric": message.metric,
                 "window_start": message.window_start, "route": row["route"], "k": row["k"],
-                "gold_version": row["gold_version"], "direction": row["direction"]})
+                "gold_version": row["gold_version"], "direction": row["direction"],
+                "undelivered_to": list(undelivered) if undelivered else None})
         log.info("alert %s on slice %s %s via %s: %s%s", message.event, message.slice,
                  message.metric, channel.name, status, f" ({error})" if error else "")
         if error is None:
@@ -650,8 +670,8 @@ def send_test(channels: list[Channel], *, now: datetime,
     message = _test_message(_naive_utc(now))
     results = []
     for channel in channels:
-        _, error = _attempt(channel, message, now=_naive_utc(now), retries=1, backoff=0.0,
-                            timeout=timeout)
+        _, error, _ = _attempt(channel, message, now=_naive_utc(now), retries=1,
+                               backoff=0.0, timeout=timeout)
         log.info("test alert via %s: %s", channel.name, error or "sent")
         results.append((channel.name, error is None, error))
     return results

@@ -140,7 +140,9 @@ SELECT e.* EXCLUDE (channel_order),
        CASE WHEN e.event = 'resolved' AND a.window_start <> e.window_start THEN NULL
             ELSE a.attempts END AS attempts,
        CASE WHEN e.event = 'resolved' AND a.window_start <> e.window_start THEN NULL
-            ELSE a.first_tried END AS first_tried
+            ELSE a.first_tried END AS first_tried,
+       CASE WHEN e.event = 'resolved' AND a.window_start <> e.window_start THEN NULL
+            ELSE a.undelivered_to END AS undelivered_to
 FROM pending e
 LEFT JOIN alerts a
        ON a.episode_id = e.episode_id AND a.event = e.event AND a.channel = e.channel

@@ -316,6 +316,10 @@ ALTER TABLE alerts ADD COLUMN IF NOT EXISTS gold_version VARCHAR;
 
 ALTER TABLE alerts ADD COLUMN IF NOT EXISTS direction VARCHAR;
 
+-- Added later still: the recipients of a mail the server refused while taking it for the
+-- others; its retries go to them alone, so nobody gets a page twice (NULL: all, or none).
+ALTER TABLE alerts ADD COLUMN IF NOT EXISTS undelivered_to VARCHAR[];
+
 -- Public. One row per data-quality check of an interval [interval_start, interval_end) and
 -- stage: 'files', the interval's log files before they are loaded (a blocking failure keeps
 -- them out of the warehouse), or 'loaded', warnings read from the warehouse after ingest and

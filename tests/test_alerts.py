@@ -110,6 +110,7 @@ class Mailbox:
     messages: list = field(default_factory=list)
     logins: list = field(default_factory=list)
     refuse: set = field(default_factory=set)   # recipients the server answers 550
+    delivered_to: list = field(default_factory=list)   # each mail's envelope recipients
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if address in self.refuse:
@@ -118,6 +119,7 @@ class Mailbox:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
+        self.delivered_to.append(sorted(envelope.rcpt_tos))
         self.messages.append(email.message_from_bytes(envelope.content,
                                                       policy=email.policy.default))
         return "250 OK"
@@ -714,24 +716,47 @@ def test_a_stopped_server_is_a_failed_alert_not_an_exception(warehouse):
         [("failed", 2, "connection refused")]
 
 
-def test_a_recipient_the_server_refuses_makes_the_mail_failed_and_retried(warehouse, smtp):
+def test_a_recipient_the_server_refuses_makes_the_mail_failed_and_retried_to_it_alone(
+        warehouse, smtp):
     # the server takes the mail for one recipient and refuses the other: that one never got
-    # the page, so it is no delivery (the retry sends to both)
+    # the page, so it is no delivery; the retries, in this call and the next, go to it alone
+    # (a permanent 550 used to mail the other recipient again on every try of every call)
     insert_replay_day(warehouse, OPENED_DAY)
     channel = Channel("email", host="127.0.0.1", port=smtp.port, sender=SENDER,
                       recipients=(RECIPIENT, "ml@example.com"))
     smtp.refuse = {"ml@example.com"}
-    down = send_alerts(warehouse, CONFIG, [channel], now=morning_after(8), retries=1,
-                       backoff=0.01)
-    assert (down.sent, down.failed) == (0, 1)
-    assert warehouse.execute("SELECT status, last_error FROM alerts").fetchall() == [
-        ("failed", "SMTP recipients refused (1 of 2)")]
+    for hour in range(2):
+        down = send_alerts(warehouse, CONFIG, [channel], retries=3, backoff=0.01,
+                           now=morning_after(8) + timedelta(hours=hour))
+        assert (down.sent, down.failed) == (0, 1)
+    assert smtp.delivered_to == [[RECIPIENT]]
+    assert warehouse.execute("SELECT status, attempts, last_error, undelivered_to FROM alerts"
+                             ).fetchall() == [
+        ("failed", 6, "SMTP recipients refused (1 of 2)", ["ml@example.com"])]
     smtp.refuse = set()
-    up = send_alerts(warehouse, CONFIG, [channel], now=morning_after(8) + timedelta(hours=1),
+    up = send_alerts(warehouse, CONFIG, [channel], now=morning_after(8) + timedelta(hours=2),
                      backoff=0.01)
     assert (up.sent, up.failed) == (1, 0)
+    assert smtp.delivered_to == [[RECIPIENT], ["ml@example.com"]]
+    # the mail names every recipient, as the first one did
     assert sorted(smtp.messages[-1]["To"].addresses[i].addr_spec for i in range(2)) == [
         "ml@example.com", RECIPIENT]
+    assert warehouse.execute("SELECT status, undelivered_to FROM alerts").fetchall() == [
+        ("sent", None)]
+
+
+def test_a_refused_recipient_dropped_from_the_settings_leaves_nothing_to_retry(
+        warehouse, smtp):
+    insert_replay_day(warehouse, OPENED_DAY)
+    both = Channel("email", host="127.0.0.1", port=smtp.port, sender=SENDER,
+                   recipients=(RECIPIENT, "typo@example.com"))
+    smtp.refuse = {"typo@example.com"}
+    send_alerts(warehouse, CONFIG, [both], retries=1, now=morning_after(8))
+    fixed = Channel("email", host="127.0.0.1", port=smtp.port, sender=SENDER,
+                    recipients=(RECIPIENT,))
+    summary = send_alerts(warehouse, CONFIG, [fixed], now=morning_after(9))
+    assert (summary.sent, summary.failed) == (1, 0)
+    assert smtp.delivered_to == [[RECIPIENT]]   # nobody mailed twice
 
 
 def test_a_non_ascii_address_a_server_cannot_take_says_what_it_lacks(warehouse):
