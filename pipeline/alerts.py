@@ -357,6 +357,11 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
             f"the {row['direction']} sent as opened on day {day} is no longer judged: the day "
             "now forms a baseline (a re-baseline from it or before, or an index change), so "
             "nothing is compared with the level before it; the figures below are today's")
+    elif event == "withdrawn" and row["now_state"] == "no_data":
+        lines.append(
+            f"the {row['direction']} sent as opened on day {day} is no longer found: the day "
+            "holds no requests now (its logs were taken back or moved to other days), so "
+            "there is nothing left to judge on it")
     elif event == "withdrawn":
         lines.append(
             f"the {row['direction']} sent as opened on day {day} is no longer found: judged "

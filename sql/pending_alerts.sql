@@ -7,7 +7,8 @@
 -- is named after what it resolves.
 -- A third event, 'withdrawn', takes back an opening that was sent and never resolved when the
 -- drift step, judging that window again under the same gold version (after late or corrected
--- logs, a rescore, a changed setting), no longer finds its episode: on the channels that got
+-- logs, a rescore, a changed setting), no longer finds its episode, or when the day holds no
+-- request any more (now_state 'no_data'): on the channels that got
 -- the opening, whatever the alert cutoff and metrics are now, quoting the window as judged now
 -- (`now_state`). Until the window is judged again (its drift rows are voided and not yet
 -- rebuilt) nothing is withdrawn, nor while the window lies in an open episode of the same
@@ -56,19 +57,33 @@ events AS (
       AND k = $k AND list_contains($metrics::VARCHAR[], metric)
 ),
 withdrawals AS (
-    SELECT d.* EXCLUDE (episode_id, state, episode_direction) REPLACE ('withdrawn' AS event),
-           a.episode_id, a.direction, d.state AS now_state, a.channel
+    SELECT d.* EXCLUDE (episode_id, state, episode_direction, window_start, window_end, slice,
+                        route, k, gold_version, metric)
+               REPLACE ('withdrawn' AS event, coalesce(d.n, 0) AS n),
+           a.window_start, a.window_start + INTERVAL 1 DAY AS window_end, a.slice, a.route,
+           a.k, a.gold_version, a.metric, a.episode_id, a.direction,
+           coalesce(d.state, 'no_data') AS now_state, a.channel
     FROM alerts a
     -- the window that opened the episode, as the drift step judges it now
-    JOIN (SELECT *, NULL::VARCHAR AS event FROM judged) d
+    LEFT JOIN (SELECT *, NULL::VARCHAR AS event FROM judged) d
       ON d.window_start = a.window_start AND d.slice = a.slice AND d.route = a.route
      AND d.k = a.k AND d.metric = a.metric AND d.gold_version = a.gold_version
     WHERE a.event = 'opened' AND a.status = 'sent' AND a.direction IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM drift_events e WHERE e.episode_id = a.episode_id)
       -- the episode as the window's row names it now: a drop whose start moved earlier (a
       -- late day) still holds the window, in an episode of another id: that continues it
-      AND NOT (d.state IN ('opened', 'ongoing')
-               AND d.episode_direction IS NOT DISTINCT FROM a.direction)
+      AND NOT coalesce(d.state IN ('opened', 'ongoing')
+                       AND d.episode_direction IS NOT DISTINCT FROM a.direction, false)
+      -- no row for the window: judged again only when the day holds no request at all now
+      -- (no metrics to judge); otherwise its rows are voided and not yet rebuilt
+      AND (d.window_start IS NOT NULL OR (
+           NOT EXISTS (SELECT 1 FROM window_metrics w
+                       WHERE w.window_start = a.window_start AND w.grain = 'day'
+                         AND w.slice = a.slice AND w.route = a.route AND w.k = a.k
+                         AND w.gold_version = a.gold_version)
+           AND NOT EXISTS (SELECT 1 FROM requests r
+                           WHERE r.timestamp >= a.window_start
+                             AND r.timestamp < a.window_start + INTERVAL 1 DAY)))
       AND NOT EXISTS (SELECT 1 FROM alerts r
                       WHERE r.episode_id = a.episode_id AND r.channel = a.channel
                         AND r.event = 'resolved' AND r.status = 'sent')

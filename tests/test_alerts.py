@@ -328,9 +328,11 @@ def test_an_alerted_opening_that_drift_no_longer_finds_is_withdrawn_once_per_cha
         insert_replay_day(warehouse, number)
     send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
     assert [json.loads(r.body)["event"] for r in hook.on("/hook/ab12")] == ["opened"]
-    void_from(warehouse, 8)
-    # voided and not judged again yet: nothing is withdrawn on a guess
+    # re-aggregated (the days' metrics are there) and not judged again yet: nothing is
+    # withdrawn on a guess
+    warehouse.execute("DELETE FROM drift_events WHERE window_start >= $d", {"d": day(8)})
     assert send_alerts(warehouse, CONFIG, channels, now=morning_after(10)).deliveries == []
+    void_from(warehouse, 8)
     for number in range(8, 11):
         insert_drift(warehouse, number, state="none", decision="stable", value=0.79,
                      delta=-0.01)
@@ -430,6 +432,31 @@ def test_a_drop_on_partial_logs_is_withdrawn_when_the_rest_of_the_day_arrives(tm
                        ).fetchall() == [(0,)]
     api.run(warehouse, alert_channels=channels, now=datetime(2026, 10, 17, 8))
     assert len(hook.on("/hook/ab12")) == 2 * len(opened)
+
+
+def test_a_paged_drop_whose_days_lose_all_their_requests_is_withdrawn(tmp_path, hook):
+    # days 15-16 were low and paged; the re-delivered logs hold no request on them any more:
+    # no metrics, no drift row is left for those days, and the drop must not stay open
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    warehouse = tmp_path / "w.duckdb"
+    days = [date(2026, 10, 1) + timedelta(days=d) for d in range(16)]
+    gold, logs = graded_world(tmp_path, {d: 6 if d.day <= 14 else 3 for d in days})
+    api.run(warehouse, logs=[str(logs)], gold=str(gold), gold_version="v1",
+            alert_channels=channels, now=datetime(2026, 10, 17, 6))
+    opened = [json.loads(r.body) for r in hook.on("/hook/ab12")]
+    assert {m["event"] for m in opened} == {"opened"} and len(opened) == 2
+
+    graded_world(tmp_path, {d: 6 for d in days if d.day <= 14})
+    api.run(warehouse, logs=[str(logs)], alert_channels=channels,
+            now=datetime(2026, 10, 17, 7))
+
+    withdrawn = [json.loads(r.body) for r in hook.on("/hook/ab12")][len(opened):]
+    assert sorted((m["event"], m["episode_id"], m["window_start"][:10]) for m in withdrawn) == \
+        sorted(("withdrawn", m["episode_id"], "2026-10-15") for m in opened)
+    assert {(m["now_state"], m["n"], m["decision"]) for m in withdrawn} == {("no_data", 0, None)}
+    assert "the day holds no requests now" in withdrawn[0]["text"]
+    api.run(warehouse, alert_channels=channels, now=datetime(2026, 10, 17, 8))
+    assert len(hook.on("/hook/ab12")) == 4
 
 
 def test_a_late_day_that_moves_a_drop_earlier_announces_it_and_withdraws_nothing(
