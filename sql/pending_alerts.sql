@@ -20,6 +20,8 @@
 -- before, `resolution_sent_before`); when it has not resolved yet (the window is now an
 -- ongoing day of it), a fourth event, 'unresolved', says so on the channels that got the
 -- resolution, and the episode's next resolution goes out as news.
+-- Events of the alert cutoff and metrics in force, and those of episodes paged under earlier
+-- ones (so a resolution follows its opening).
 -- Grain: one row per episode_id x event x channel. Parameters: $k (the alert cutoff),
 -- $metrics (list of metric names), $channels (list of channel names, in delivery order).
 
@@ -54,7 +56,11 @@ events AS (
            coalesce(episode_direction, decision) AS direction
     FROM judged
     WHERE state IN ('opened', 'resolved') AND episode_id IS NOT NULL
-      AND k = $k AND list_contains($metrics::VARCHAR[], metric)
+      AND ((k = $k AND list_contains($metrics::VARCHAR[], metric))
+           -- an episode paged under an earlier alert cutoff or metrics: its resolution
+           -- still reaches whoever got the opening
+           OR episode_id IN (SELECT episode_id FROM alerts
+                             WHERE event = 'opened' AND status = 'sent'))
 ),
 withdrawals AS (
     SELECT d.* EXCLUDE (episode_id, state, episode_direction, window_start, window_end, slice,

@@ -12,7 +12,7 @@ import logging
 import os
 import socket
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -623,6 +623,23 @@ def test_a_resolution_waits_on_a_channel_that_has_not_got_the_opening(warehouse,
     second = send_alerts(warehouse, CONFIG, channels, now=morning_after(16), backoff=0.01)
     assert (second.sent, second.failed) == (2, 0)
     assert [e[0] for e in events_sent(hook)] == ["opened"] * 4 + ["resolved"]
+
+
+def test_an_episode_paged_before_the_alert_cutoff_changed_still_resolves(warehouse, hook):
+    # the drop at k 10 was paged; then alerts move to k 5 (or to other metrics): whoever was
+    # paged still hears that it resolved
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 11):
+        insert_replay_day(warehouse, number)
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
+    for number in range(11, 16):
+        insert_replay_day(warehouse, number)
+
+    for config in (replace(CONFIG, alert_k=5), replace(CONFIG, alert_metrics=("pass_rate",))):
+        send_alerts(warehouse, config, channels, now=morning_after(15), backoff=0.01)
+
+    assert events_sent(hook) == [("opened", "drop", "ep-all-1", "2026-11-08"),
+                                 ("resolved", "drop", "ep-all-1", "2026-11-15")]
 
 
 def test_a_new_gold_set_judging_the_same_history_pages_only_what_is_news(warehouse, hook):
