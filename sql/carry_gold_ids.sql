@@ -5,11 +5,11 @@
 -- $live_from (TIMESTAMP, UTC: when it went live).
 -- The old content of a gold chunk comes from the manifests of the indexes that served before
 -- $live_from, the one that served last first; only when no loaded manifest's index served
--- before it (logs that start after the rebuild) from the others, those that served at all
--- first. A newer index (rebuilt to go live at or after $live_from, or first logged after
--- this one) is never a source, so what is carried does not depend on what was loaded later.
--- Where an earlier rebuild carried the chunk to such a version, its content there is that of
--- the chunk it was carried to, so rebuilds chain. Content matches when a content_hash or the sha256 of the text (as
+-- before it (logs that start after the rebuild) from the others, the first logged first. A
+-- newer index (rebuilt to go live at or after $live_from and not serving before it, or first
+-- logged on a later day than this one) is never a source, so what is carried does not depend
+-- on what was loaded later. Where an earlier rebuild carried the chunk to such a version,
+-- its content there is that of the chunk it was carried to, so rebuilds chain. Content matches when a content_hash or the sha256 of the text (as
 -- sql/load_index.sql hashes it) agrees. how: same_id (the new manifest holds the ID with that
 -- content: compared as itself only), content_hash (the content under other IDs: compared as
 -- each of them), gone (no chunk holds it: compared as nothing, so always a miss), unknown (no
@@ -29,24 +29,30 @@ served AS (
     GROUP BY index_version
 ),
 candidates AS (
-    -- every other loaded manifest but those of newer indexes: one rebuilt to go live at or
-    -- after this one, or one whose first logged request came after this one's first (logs
-    -- may start after --live-from, a bare day, and still show which index came first)
-    SELECT v.index_version, s.last_served, s.latest
+    -- every other loaded manifest that served before live_from, and, of those that did not
+    -- (logs may start after --live-from), all but newer indexes: one rebuilt to go live at
+    -- or after this one, or one first logged on a later day than this one (a bare day: two
+    -- indexes of a canary are both first logged on the day the logs start, in either order).
+    -- An index rolled back to later (rebuilt again after this one) served before it, so it
+    -- is a source as the index it was then
+    SELECT v.index_version, s.last_served, s.first_served
     FROM (SELECT DISTINCT index_version FROM index_chunks
           WHERE index_version <> $index_version) v
     LEFT JOIN served s USING (index_version)
-    WHERE NOT coalesce(s.first_served > (SELECT first_served FROM served
-                                         WHERE index_version = $index_version), false)
-      AND v.index_version NOT IN (SELECT index_version FROM carried_gold_ids
-                                  WHERE live_from >= $live_from
-                                    AND index_version <> $index_version)
+    WHERE s.last_served IS NOT NULL
+       OR (NOT coalesce(s.first_served >= (SELECT date_trunc('day', first_served)
+                                                  + INTERVAL 1 DAY
+                                           FROM served
+                                           WHERE index_version = $index_version), false)
+           AND v.index_version NOT IN (SELECT index_version FROM carried_gold_ids
+                                       WHERE live_from >= $live_from
+                                         AND index_version <> $index_version))
 ),
 preference AS (
     -- the ones that served before live_from, the last to serve first; the others only when
-    -- none did, one that served at all before one that never did
+    -- none did, the first logged first, one that served at all before one that never did
     SELECT index_version,
-           row_number() OVER (ORDER BY last_served DESC NULLS LAST, latest DESC NULLS LAST,
+           row_number() OVER (ORDER BY last_served DESC NULLS LAST, first_served NULLS LAST,
                                        index_version DESC) AS preference
     FROM candidates
     WHERE last_served IS NOT NULL
@@ -54,17 +60,19 @@ preference AS (
 ),
 stood_for AS (
     -- the chunk that stood for a gold chunk in another version: itself, unless a rebuild
-    -- carried it there (a gone one stands for nothing)
+    -- that went live before this one carried it there (a gone one stands for nothing); a
+    -- rebuild of it going live later (a rollback to it) is not what it was before this one
     SELECT g.gold_version, g.gold_chunk_id, p.index_version, g.gold_chunk_id AS chunk_id
     FROM gold_chunks g
     CROSS JOIN preference p
     WHERE NOT EXISTS (SELECT 1 FROM carried_gold_ids k
                       WHERE k.gold_version = g.gold_version AND k.index_version = p.index_version
-                        AND k.gold_chunk_id = g.gold_chunk_id)
+                        AND k.gold_chunk_id = g.gold_chunk_id AND k.live_from < $live_from)
     UNION ALL
     SELECT k.gold_version, k.gold_chunk_id, k.index_version, k.carried_chunk_id
     FROM carried_gold_ids k
     WHERE k.index_version <> $index_version AND k.carried_chunk_id IS NOT NULL
+      AND k.live_from < $live_from
 ),
 old_content AS (
     SELECT s.gold_version, s.gold_chunk_id, s.index_version AS from_version,

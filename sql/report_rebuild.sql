@@ -7,8 +7,8 @@
 -- name: rebuilds
 -- Every index version gold IDs were carried to (recorded: when it went live, the manifest the
 -- old content mostly came from), and every other index version that took over from an earlier
--- one (not recorded: live from its first request, or from midnight when that day served no
--- other version). Grain: one row per index version after the first, by live_from.
+-- one (not recorded: first logged after the first day of logs; live from its first request,
+-- or from midnight when that day served no other version). Grain: one row per index version after the first, by live_from.
 -- Parameters: none.
 WITH carried AS (
     SELECT index_version, min(live_from) AS live_from, mode(from_version) AS from_version
@@ -27,7 +27,9 @@ changes AS (
                       AND r.timestamp < date_trunc('day', s.first_seen) + INTERVAL 1 DAY)
                 THEN s.first_seen ELSE date_trunc('day', s.first_seen) END AS live_from
     FROM served s
-    WHERE s.first_seen > (SELECT min(first_seen) FROM served)
+    -- an index already serving on the first day of logs (a canary's two) took over from none
+    WHERE s.first_seen >= (SELECT date_trunc('day', min(first_seen)) + INTERVAL 1 DAY
+                           FROM served)
       AND s.index_version NOT IN (SELECT index_version FROM carried)
 )
 SELECT index_version, live_from, from_version, true AS recorded FROM carried

@@ -522,3 +522,53 @@ def test_before_after_with_one_side_all_0_or_1_counts_that_sides_uncertainty(con
     assert d["low"] == pytest.approx(0.5 - ((1.0 - w_low) ** 2 + (t_high - 0.5) ** 2) ** 0.5)
     assert d["high"] == pytest.approx(0.5 + (0.5 - t_low))
     assert d["low"] < 0.5 - (t_high - 0.5)   # wider than the before side's alone
+
+
+def test_a_rollback_to_the_old_index_keeps_what_was_carried_to_the_one_between(con, tmp_path):
+    # idx-1 to day 7, idx-2 (c-1 re-IDed n-1) from day 8, back to idx-1 from day 15: carrying
+    # to idx-1 as a rebuild of day 15 made idx-1 "newer" than idx-2, and the next carry left
+    # idx-2 with no earlier manifest, its gold chunk unknown and every request a miss
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "n-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"a-{d}", ["c-1"], ts=day(d)) for d in range(1, 8)] + [
+        request(f"b-{d}", ["n-1"], ts=day(d), index_version="idx-2") for d in range(8, 15)] + [
+        request(f"c-{d}", ["c-1"], ts=day(d)) for d in range(15, 17)])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    rebuild(con, "idx-1", str(tmp_path / "idx-1.jsonl"), datetime(2026, 11, 15))
+    run(con)
+
+    assert carried(con) == [
+        ("v1", "idx-1", "c-1", "c-1", "same_id", "idx-2"),   # back, via what c-1 was in idx-2
+        ("v1", "idx-2", "c-1", "n-1", "content_hash", "idx-1"),
+    ]
+    assert con.sql("SELECT DISTINCT recall FROM request_scores").fetchall() == [(1.0,)]
+
+
+def test_logs_that_start_during_a_canary_carry_from_the_index_it_replaces(con, tmp_path):
+    # idx-2 went live on day 8 beside idx-1 (a canary); the logs start on day 10, and the
+    # new index's first logged request comes before the old one's: the old index is still
+    # the one it replaces, not a newer one
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "n-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"new-{d}", ["n-1"], ts=day(d, 9), index_version="idx-2")
+        for d in range(10, 13)] + [
+        request(f"old-{d}", ["c-1"], ts=day(d, 11)) for d in range(10, 13)])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+
+    assert carried(con) == [("v1", "idx-2", "c-1", "n-1", "content_hash", "idx-1")]
+    assert con.sql("SELECT DISTINCT recall FROM request_scores").fetchall() == [(1.0,)]
+    # and the report compares around idx-2's rebuild alone: idx-1, logged a little later on
+    # the first day of logs, took over from nothing
+    prepare(con)
+    section = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")
+    assert [r["index_version"] for r in section["rebuilds"]] == ["idx-2"]
