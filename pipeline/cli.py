@@ -340,6 +340,9 @@ def cmd_rebuild(args) -> None:
               f"{printable(row['gold_id'])} (gold set {printable(row['gold_version'])})")
     if len(result["not_carried"]) > 20:
         print(f"  ... {len(result['not_carried']) - 20} more (table carried_gold_ids)")
+    if not result["gold_loaded"]:
+        print("no gold set is loaded yet: the rebuild is recorded, and its gold chunks are "
+              "carried when one is (`recallwatch ingest gold PATH --version V`)")
     days = result["days_rescored"]
     print(f"re-scored {len(days)} day window(s)"
           + (f" {days[0]}..{days[-1]}" if days else "")

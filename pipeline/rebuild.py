@@ -24,7 +24,7 @@ from datetime import datetime
 
 from pipeline import state
 from pipeline.aggregate import aggregate
-from pipeline.config import require_gold, resolve
+from pipeline.config import resolve
 from pipeline.drift import drift
 from pipeline.errors import RecallwatchError
 from pipeline.ingest import FileResult, ingest_index
@@ -56,6 +56,7 @@ class RebuildResult:
     not_carried: tuple[NotCarried, ...]
     days_rescored: tuple[datetime, ...]
     days_aggregated: tuple[datetime, ...]
+    gold_loaded: bool = True           # False: recorded, carried when a gold set is loaded
 
     def as_dict(self) -> dict:
         """Plain values (ISO dates, lists, dicts) for JSON and the CLI."""
@@ -74,6 +75,7 @@ class RebuildResult:
             ],
             "days_rescored": [day.date().isoformat() for day in self.days_rescored],
             "days_aggregated": [day.date().isoformat() for day in self.days_aggregated],
+            "gold_loaded": self.gold_loaded,
         }
 
 
@@ -86,9 +88,15 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
         raise RecallwatchError("--live-from must say when the rebuilt index went live "
                                "(e.g. 2026-11-08 or 2026-11-08T06:00).")
     loaded = ingest_index(con, manifest, index_version)
-    _carry(con, index_version, live_from)
+    with transaction(con):   # recorded first: a gold set loaded later is carried to it
+        con.execute("INSERT OR REPLACE INTO rebuilds VALUES ($v, $t)",
+                    {"v": index_version, "t": live_from})
+        run_script(con, "carry_gold_ids", {"index_version": index_version,
+                                            "live_from": live_from})
     carry_again(con)   # the rebuilds that went live after it chain through it
-    rescored, aggregated = _catch_up(con, index_version, live_from, progress)
+    gold_loaded = resolve(con).gold_version is not None
+    rescored, aggregated = (_catch_up(con, index_version, live_from, progress) if gold_loaded
+                            else ([], []))
     counts = dict(con.execute(queries("rebuild_carried")["carried_counts"],
                               {"index_version": index_version}).fetchall())
     lost = con.execute(queries("rebuild_carried")["not_carried"],
@@ -97,7 +105,8 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
         index_version=index_version, live_from=live_from, manifest=loaded,
         carried={how: counts.get(how, 0) for how in CARRY_HOWS},
         not_carried=tuple(NotCarried(*row) for row in lost),
-        days_rescored=tuple(rescored), days_aggregated=tuple(aggregated))
+        days_rescored=tuple(rescored), days_aggregated=tuple(aggregated),
+        gold_loaded=gold_loaded)
 
 
 def carry_again(con) -> None:
@@ -106,18 +115,12 @@ def carry_again(con) -> None:
     what they match, and logs loaded since can change which index served last before each
     went live. The days it changes are found stale by the next scoring; carrying what is
     already carried changes nothing."""
-    rebuilt = con.execute("SELECT index_version, min(live_from) FROM carried_gold_ids "
-                          "GROUP BY index_version ORDER BY 2, 1").fetchall()
+    rebuilt = con.execute("SELECT index_version, live_from FROM rebuilds ORDER BY 2, 1"
+                          ).fetchall()
     for index_version, live_from in rebuilt:
-        _carry(con, index_version, live_from)
-
-
-def _carry(con, index_version: str, live_from: datetime) -> None:
-    """Carry every gold set's chunks to `index_version` (sql/carry_gold_ids.sql), in one
-    transaction."""
-    with transaction(con):
-        run_script(con, "carry_gold_ids", {"index_version": index_version,
-                                            "live_from": live_from})
+        with transaction(con):
+            run_script(con, "carry_gold_ids", {"index_version": index_version,
+                                                "live_from": live_from})
 
 
 def _catch_up(con, index_version: str, live_from: datetime,
@@ -127,7 +130,6 @@ def _catch_up(con, index_version: str, live_from: datetime,
     config = resolve(con)
     if not con.execute("SELECT 1 FROM requests LIMIT 1").fetchall():
         return [], []
-    require_gold(config)
     first = datetime.combine(live_from.date(), datetime.min.time())
     served = {row[0] for row in con.execute(sql("rebuild_served_days"),
                                             {"index_version": index_version}).fetchall()}

@@ -60,7 +60,7 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
     loaded += [("index", version, ingest_index(con, path, version))
                for path, version in index or []]
     summary = ingest_logs(con, logs, progress=progress, options=read) if logs else None
-    if con.execute("SELECT 1 FROM carried_gold_ids LIMIT 1").fetchall():
+    if con.execute("SELECT 1 FROM rebuilds LIMIT 1").fetchall():
         from pipeline.rebuild import carry_again
 
         # a rebuilt index's carried gold IDs follow the content loaded since and the logs,

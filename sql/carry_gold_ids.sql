@@ -44,7 +44,7 @@ candidates AS (
                                                   + INTERVAL 1 DAY
                                            FROM served
                                            WHERE index_version = $index_version), false)
-           AND v.index_version NOT IN (SELECT index_version FROM carried_gold_ids
+           AND v.index_version NOT IN (SELECT index_version FROM rebuilds
                                        WHERE live_from >= $live_from
                                          AND index_version <> $index_version))
 ),

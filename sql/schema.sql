@@ -176,6 +176,20 @@ CREATE TABLE IF NOT EXISTS carried_gold_ids (
     live_from        TIMESTAMP NOT NULL    -- when index_version went live (UTC)
 );
 
+-- The index rebuilds recorded by `recallwatch rebuild` (pipeline/rebuild.py): which index went
+-- live when. Every gold set loaded later is carried to each of them, also one loaded after
+-- the rebuild was recorded without any. One row per rebuilt index version.
+CREATE TABLE IF NOT EXISTS rebuilds (
+    index_version VARCHAR   PRIMARY KEY,
+    live_from     TIMESTAMP NOT NULL    -- when index_version went live (UTC)
+);
+
+-- Warehouses from before this table recorded a rebuild only as its carried rows.
+INSERT INTO rebuilds
+SELECT index_version, min(live_from) FROM carried_gold_ids
+WHERE index_version NOT IN (SELECT index_version FROM rebuilds)
+GROUP BY index_version;
+
 -- Public. One row per missing gold chunk of a scored request.
 CREATE TABLE IF NOT EXISTS miss_causes (
     request_id    VARCHAR NOT NULL,

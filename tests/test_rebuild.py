@@ -20,6 +20,7 @@ from pipeline.report.reads import prepare
 from pipeline.report.rebuild import live_window, rebuild_section
 from pipeline.report.scope import Scope
 from pipeline.run import run
+from pipeline.warehouse import connect
 from tests.conftest import golden, request, snapshot, write_jsonl
 
 LIVE = datetime(2026, 11, 8)
@@ -572,3 +573,44 @@ def test_logs_that_start_during_a_canary_carry_from_the_index_it_replaces(con, t
     prepare(con)
     section = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")
     assert [r["index_version"] for r in section["rebuilds"]] == ["idx-2"]
+
+
+@pytest.mark.parametrize("with_logs", [True, False])
+def test_a_rebuild_recorded_before_any_gold_set_is_carried_when_one_is_loaded(
+        tmp_path, with_logs):
+    # the rebuild was stored only as carried rows, and with no gold set there were none: the
+    # gold set loaded later was never carried, and its re-IDed chunk missed on every request
+    from pipeline import api
+
+    warehouse = tmp_path / "w.duckdb"
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "n-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("old", ["c-1"], ts=day(7)),
+        request("new", ["n-1"], ts=day(8), index_version="idx-2")])
+    api.ingest_index(warehouse, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    if with_logs:
+        api.ingest_logs(warehouse, [str(tmp_path / "logs.jsonl")])
+    result = api.rebuild(warehouse, "idx-2", str(tmp_path / "idx-2.jsonl"), "2026-11-08")
+    assert result["days_rescored"] == [] and result["gold_loaded"] is False
+
+    api.ingest_gold(warehouse, str(tmp_path / "gold.jsonl"), "v1")
+    api.run(warehouse, logs=[str(tmp_path / "logs.jsonl")])
+
+    with connect(warehouse, read_only=True) as con:
+        assert carried(con) == [("v1", "idx-2", "c-1", "n-1", "content_hash", "idx-1")]
+        assert con.sql("SELECT request_id, recall FROM request_scores ORDER BY 1").fetchall() \
+            == [("new", 1.0), ("old", 1.0)]
+
+
+def test_cli_rebuild_without_a_gold_set_says_it_is_recorded(run_cli, tmp_path, warehouse):
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "n-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "logs.jsonl", [request("old", ["c-1"], ts=day(7))])
+    assert run_cli("ingest", "logs", tmp_path / "logs.jsonl")[0] == 0
+    code, out, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
+                             "--live-from", "2026-11-08")
+    assert (code, err) == (0, "")
+    assert ("no gold set is loaded yet: the rebuild is recorded, and its gold chunks are "
+            "carried when one is (`recallwatch ingest gold PATH --version V`)") in out
