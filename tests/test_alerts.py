@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -201,6 +202,13 @@ def void_from(con, number: int) -> None:
     con.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(number)})
 
 
+def paged_replay(con, channels, last: int) -> None:
+    """Days 1 to `last` of the replay, their messages sent."""
+    for number in range(1, last + 1):
+        insert_replay_day(con, number)
+    send_alerts(con, CONFIG, channels, now=morning_after(last), backoff=0.01)
+
+
 def paged_then_judged_again(con, channels, **day_8_on) -> None:
     """Days 1-10 of the replay, the drop of day 8 sent; then days 8-10 judged again (after
     late logs, say) as `day_8_on` says, no episode in them."""
@@ -384,9 +392,7 @@ def test_a_withdrawn_episode_that_comes_back_is_announced_again_and_can_resolve(
 
 def test_a_resolved_or_unsent_opening_is_never_withdrawn(warehouse, hook):
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
-    for number in range(1, 16):
-        insert_replay_day(warehouse, number)
-    send_alerts(warehouse, CONFIG, channels, now=morning_after(15), backoff=0.01)
+    paged_replay(warehouse, channels, 15)
     # a second episode opened on day 20 is only ever seen by a dry run
     for number in range(16, 21):
         insert_drift(warehouse, number, state="opened" if number == 20 else "none",
@@ -404,15 +410,21 @@ def test_a_resolved_or_unsent_opening_is_never_withdrawn(warehouse, hook):
         ["opened", "resolved"]
 
 
+def paged_low_days(tmp_path, channels) -> tuple[list[date], Path]:
+    """Days 1-14 of October at mean recall 0.8, days 15-16 at 0.5, run into tmp_path/w.duckdb
+    and their drops paged; returns the days and the log file."""
+    days = [date(2026, 10, 1) + timedelta(days=d) for d in range(16)]
+    gold, logs = graded_world(tmp_path, {d: 6 if d.day <= 14 else 3 for d in days})
+    api.run(tmp_path / "w.duckdb", logs=[str(logs)], gold=str(gold), gold_version="v1",
+            alert_channels=channels, now=datetime(2026, 10, 17, 6))
+    return days, logs
+
+
 def test_a_drop_on_partial_logs_is_withdrawn_when_the_rest_of_the_day_arrives(tmp_path, hook):
     # days 1-14 at mean recall 0.8; days 15-16 first arrive as a bad sample at 0.5, and the
     # drop is paged; the corrected logs bring them back to 0.8, and the next run withdraws it
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
-    warehouse = tmp_path / "w.duckdb"
-    days = [date(2026, 10, 1) + timedelta(days=d) for d in range(16)]
-    gold, logs = graded_world(tmp_path, {d: 6 if d.day <= 14 else 3 for d in days})
-    api.run(warehouse, logs=[str(logs)], gold=str(gold), gold_version="v1",
-            alert_channels=channels, now=datetime(2026, 10, 17, 6))
+    warehouse, days, logs = tmp_path / "w.duckdb", *paged_low_days(tmp_path, channels)
     opened = [json.loads(r.body) for r in hook.on("/hook/ab12")]
     assert {(m["event"], m["slice"]) for m in opened} == {
         ("opened", "all"), ("opened", "index_version=idx-1")}
@@ -438,11 +450,7 @@ def test_a_paged_drop_whose_days_lose_all_their_requests_is_withdrawn(tmp_path, 
     # days 15-16 were low and paged; the re-delivered logs hold no request on them any more:
     # no metrics, no drift row is left for those days, and the drop must not stay open
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
-    warehouse = tmp_path / "w.duckdb"
-    days = [date(2026, 10, 1) + timedelta(days=d) for d in range(16)]
-    gold, logs = graded_world(tmp_path, {d: 6 if d.day <= 14 else 3 for d in days})
-    api.run(warehouse, logs=[str(logs)], gold=str(gold), gold_version="v1",
-            alert_channels=channels, now=datetime(2026, 10, 17, 6))
+    warehouse, days, logs = tmp_path / "w.duckdb", *paged_low_days(tmp_path, channels)
     opened = [json.loads(r.body) for r in hook.on("/hook/ab12")]
     assert {m["event"] for m in opened} == {"opened"} and len(opened) == 2
 
@@ -491,9 +499,7 @@ def test_a_rise_that_replaces_a_paged_drop_on_its_day_is_sent_after_the_withdraw
         warehouse, hook):
     # the same slice, metric and day sent as a drop is no reason to hold back a rise
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
-    for number in range(1, 11):
-        insert_replay_day(warehouse, number)
-    send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
+    paged_replay(warehouse, channels, 10)
     void_from(warehouse, 8)
     for number in range(8, 11):
         insert_drift(warehouse, number, state="opened" if number == 8 else "ongoing",
@@ -510,9 +516,7 @@ def test_a_rise_that_replaces_a_paged_drop_on_its_day_is_sent_after_the_withdraw
 def test_a_rise_on_the_day_of_a_resolved_drop_is_sent_and_resolves(warehouse, hook):
     # a drop was opened and resolved, both sent; judged again, its first day opens a rise
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
-    for number in range(1, 16):
-        insert_replay_day(warehouse, number)
-    send_alerts(warehouse, CONFIG, channels, now=morning_after(15), backoff=0.01)
+    paged_replay(warehouse, channels, 15)
     void_from(warehouse, 8)
     for number in range(8, 16):
         state = "opened" if number == 8 else "ongoing" if number < 13 else "resolved" \
@@ -531,9 +535,7 @@ def test_an_episode_resolving_on_the_day_another_resolved_is_resolved_too(wareho
     # a late day moves the drop's start from day 8 to day 6: a new episode, paged, which ends
     # on day 15 as the first did; its own resolution must reach whoever got its opening
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
-    for number in range(1, 16):
-        insert_replay_day(warehouse, number)
-    send_alerts(warehouse, CONFIG, channels, now=morning_after(15), backoff=0.01)
+    paged_replay(warehouse, channels, 15)
     void_from(warehouse, 6)
     for number in range(6, 16):
         insert_drift(warehouse, number,
@@ -552,9 +554,7 @@ def resolved_then_judged_again(con, channels, last_ongoing: int,
     """The replay's drop opened on day 8 and resolved on day 15, both sent; then days 15.. are
     judged again (late logs): the drop goes on to `last_ongoing` and resolves on
     `resolved_on` (or not yet)."""
-    for number in range(1, 16):
-        insert_replay_day(con, number)
-    send_alerts(con, CONFIG, channels, now=morning_after(15), backoff=0.01)
+    paged_replay(con, channels, 15)
     void_from(con, 15)
     for number in range(15, last_ongoing + 1):
         insert_drift(con, number, state="ongoing", decision="drop", episode="ep-all-1",
@@ -629,9 +629,7 @@ def test_an_episode_paged_before_the_alert_cutoff_changed_still_resolves(warehou
     # the drop at k 10 was paged; then alerts move to k 5 (or to other metrics): whoever was
     # paged still hears that it resolved
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
-    for number in range(1, 11):
-        insert_replay_day(warehouse, number)
-    send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
+    paged_replay(warehouse, channels, 10)
     for number in range(11, 16):
         insert_replay_day(warehouse, number)
 
@@ -646,9 +644,7 @@ def test_a_new_gold_set_judging_the_same_history_pages_only_what_is_news(warehou
     # g2 re-judges days 1-20: the drop of days 8-15 again (already paged under g1, not again)
     # and, on day 18, a rise that g1 did not see
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
-    for number in range(1, 16):
-        insert_replay_day(warehouse, number)
-    send_alerts(warehouse, CONFIG, channels, now=morning_after(15), backoff=0.01)
+    paged_replay(warehouse, channels, 15)
     for number in range(1, 16):
         insert_replay_day(warehouse, number, episode="ep-g2-1", gold="g2")
     for number in range(16, 21):

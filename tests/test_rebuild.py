@@ -460,17 +460,12 @@ def test_logs_that_start_after_a_bare_live_from_day_still_carry_from_the_old_ind
     assert (recall_of(con, "old"), recall_of(con, "new")) == (1.0, 1.0)
 
 
-def test_before_after_of_recalls_all_0_or_1_are_proportions_not_a_point(con, tmp_path):
-    # one gold chunk per golden, found by every request on both sides: a t-interval gave each
-    # side [1, 1] and the difference [0, 0]
-    from statsmodels.stats.proportion import proportion_confint
-
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+def before_after(con, tmp_path, gold: list[dict], logs: list[dict]) -> dict:
+    """The report's comparison of the rebuild to idx-2 on day 8 of these logs and gold set."""
+    write_jsonl(tmp_path / "gold.jsonl", gold)
     write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
     write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
-    write_jsonl(tmp_path / "logs.jsonl", [
-        request(f"b-{d}", ["c-1"], ts=day(d)) for d in range(1, 8)] + [
-        request(f"a-{d}", ["n-1"], ts=day(d), index_version="idx-2") for d in range(8, 11)])
+    write_jsonl(tmp_path / "logs.jsonl", logs)
     ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
     run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
         gold_version="v1")
@@ -478,6 +473,17 @@ def test_before_after_of_recalls_all_0_or_1_are_proportions_not_a_point(con, tmp
     run(con)
     prepare(con)
     [r] = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")["rebuilds"]
+    return r
+
+
+def test_before_after_of_recalls_all_0_or_1_are_proportions_not_a_point(con, tmp_path):
+    # one gold chunk per golden, found by every request on both sides: a t-interval gave each
+    # side [1, 1] and the difference [0, 0]
+    from statsmodels.stats.proportion import proportion_confint
+
+    r = before_after(con, tmp_path, [golden("g-1", ["c-1"])], [
+        request(f"b-{d}", ["c-1"], ts=day(d)) for d in range(1, 8)] + [
+        request(f"a-{d}", ["n-1"], ts=day(d), index_version="idx-2") for d in range(8, 11)])
     before, after = r["sides"]
     assert (before["n"], before["mean"], after["n"], after["mean"]) == (7, 1.0, 3, 1.0)
     for side in (before, after):
@@ -495,21 +501,11 @@ def test_before_after_with_one_side_all_0_or_1_counts_that_sides_uncertainty(con
     # interval from the before side alone, as if three requests after were a certainty.
     from statsmodels.stats.proportion import proportion_confint
 
-    write_jsonl(tmp_path / "gold.jsonl", GOLD)
-    write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
-    write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
-    write_jsonl(tmp_path / "logs.jsonl", [
+    r = before_after(con, tmp_path, GOLD, [
         request(f"b-{d}-{i}", chunks, ts=day(d, 10 + i)) for d in range(1, 8)
         for i, chunks in enumerate((["c-1", "c-2"], ["c-1"], ["x"]))] + [
         request(f"a-{d}", ["n-1", "c-2"], ts=day(d), index_version="idx-2")
         for d in range(8, 11)])
-    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
-    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
-        gold_version="v1")
-    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
-    run(con)
-    prepare(con)
-    [r] = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")["rebuilds"]
     before, after = r["sides"]
     assert (before["n"], before["mean"], after["n"], after["mean"]) == (21, 0.5, 3, 1.0)
     t_low, t_high = sp.t.interval(0.95, 20, loc=0.5,
