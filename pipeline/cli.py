@@ -328,6 +328,10 @@ def cmd_rebuild(args) -> None:
     from pipeline import api
 
     result = api.rebuild(args.warehouse, args.version, args.manifest, args.live_from)
+    if result["live_again"]:
+        print(f"index {printable(result['index_version'])} went live first at "
+              f"{result['live_from']} and again at {result['live_again']}: its gold chunks "
+              "stay carried from its first go-live")
     print(f"index {printable(result['index_version'])} live from {result['live_from']}; "
           f"manifest {printable(result['manifest']['source'])}: "
           + ("unchanged, skipped" if result["manifest"]["skipped"] else

@@ -57,6 +57,8 @@ class RebuildResult:
     days_rescored: tuple[datetime, ...]
     days_aggregated: tuple[datetime, ...]
     gold_loaded: bool = True           # False: recorded, carried when a gold set is loaded
+    live_again: datetime | None = None  # the --live-from given, when the index had gone live
+                                        # before it (live_from is then its first go-live)
 
     def as_dict(self) -> dict:
         """Plain values (ISO dates, lists, dicts) for JSON and the CLI."""
@@ -76,6 +78,7 @@ class RebuildResult:
             "days_rescored": [day.date().isoformat() for day in self.days_rescored],
             "days_aggregated": [day.date().isoformat() for day in self.days_aggregated],
             "gold_loaded": self.gold_loaded,
+            "live_again": self.live_again.isoformat() if self.live_again else None,
         }
 
 
@@ -83,14 +86,19 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
             progress: Progress | None = None) -> RebuildResult:
     """Load `manifest` as `index_version` (which went live at `live_from`, naive UTC), carry
     every gold set's chunk IDs to it by content (replacing what was carried to it before), and
-    re-score, re-aggregate and re-judge the affected days that are stale. Idempotent."""
+    re-score, re-aggregate and re-judge the affected days that are stale. Idempotent. An
+    index that served before `live_from` and was recorded going live earlier goes live again
+    (a rollback to it): it keeps its first go-live (sql/record_rebuild.sql)."""
     if live_from is None:
         raise RecallwatchError("--live-from must say when the rebuilt index went live "
                                "(e.g. 2026-11-08 or 2026-11-08T06:00).")
     loaded = ingest_index(con, manifest, index_version)
+    given = live_from
     with transaction(con):   # recorded first: a gold set loaded later is carried to it
-        con.execute("INSERT OR REPLACE INTO rebuilds VALUES ($v, $t)",
-                    {"v": index_version, "t": live_from})
+        run_script(con, "record_rebuild", {"index_version": index_version,
+                                            "live_from": live_from})
+        live_from = con.execute("SELECT live_from FROM rebuilds WHERE index_version = $v",
+                                {"v": index_version}).fetchall()[0][0]
         run_script(con, "carry_gold_ids", {"index_version": index_version,
                                             "live_from": live_from})
     carry_again(con)   # the rebuilds that went live after it chain through it
@@ -106,7 +114,7 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
         carried={how: counts.get(how, 0) for how in CARRY_HOWS},
         not_carried=tuple(NotCarried(*row) for row in lost),
         days_rescored=tuple(rescored), days_aggregated=tuple(aggregated),
-        gold_loaded=gold_loaded)
+        gold_loaded=gold_loaded, live_again=given if given != live_from else None)
 
 
 def carry_again(con) -> None:

@@ -337,6 +337,15 @@ def test_cli_rebuild_prints_what_was_carried(run_cli, tmp_path, warehouse):
     code, _, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
                            "--live-from", "next week")
     assert code == 2 and "--live-from 'next week' is not an ISO date" in err
+    # a time it had not served before corrects the one recorded; a later one, after it served,
+    # is a second go-live and keeps the first
+    assert run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
+                   "--live-from", "2026-11-07")[0] == 0
+    code, out, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
+                             "--live-from", "2026-11-09")
+    assert (code, err) == (0, "")
+    assert ("index idx-2 went live first at 2026-11-07T00:00:00 and again at "
+            "2026-11-09T00:00:00: its gold chunks stay carried from its first go-live") in out
     # a mistyped warehouse is refused, not created and reported as rebuilt
     typo = tmp_path / "typo" / "recalwatch.duckdb"
     assert cli.main(["--warehouse", str(typo), "rebuild", str(tmp_path / "idx-2.jsonl"),
@@ -610,3 +619,35 @@ def test_cli_rebuild_without_a_gold_set_says_it_is_recorded(run_cli, tmp_path, w
     assert (code, err) == (0, "")
     assert ("no gold set is loaded yet: the rebuild is recorded, and its gold chunks are "
             "carried when one is (`recallwatch ingest gold PATH --version V`)") in out
+
+
+@pytest.mark.parametrize("between", ["idx-1", "idx-3"])
+def test_an_index_that_goes_live_a_second_time_keeps_what_was_carried_to_it(
+        con, tmp_path, between):
+    # idx-1 to day 7, idx-2 (c-1 re-IDed n-1) from day 8, then idx-1 again (a rollback) or
+    # idx-3 (re-IDed m-1) from day 15, and back to idx-2 from day 22: the second go-live of
+    # idx-2 replaced its first, so the index between was carried from what c-1 is in idx-2
+    # when it is not a carry (other content), and every request it served missed
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    chunks = {"idx-1": "c-1", "idx-2": "n-1", "idx-3": "m-1"}
+    for version, chunk in chunks.items():   # idx-2 reuses the ID c-1 for other content
+        other = {"chunk_id": "c-1" if version == "idx-2" else f"z-{version}", "text": "zeta"}
+        write_jsonl(tmp_path / f"{version}.jsonl", [{"chunk_id": chunk, "text": "alpha"}, other])
+    spans = [("idx-1", range(1, 8)), ("idx-2", range(8, 15)), (between, range(15, 22)),
+             ("idx-2", range(22, 24))]
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"{version}-{d}", [chunks[version]], ts=day(d), index_version=version)
+        for version, days in spans for d in days])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    rebuild(con, between, str(tmp_path / f"{between}.jsonl"), datetime(2026, 11, 15))
+    again = rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), datetime(2026, 11, 22))
+    run(con)
+
+    assert (again.live_from, again.live_again) == (LIVE, datetime(2026, 11, 22))
+    assert con.sql("SELECT DISTINCT recall FROM request_scores").fetchall() == [(1.0,)]
+    assert {row[1:5] for row in carried(con)} == {
+        ("idx-2", "c-1", "n-1", "content_hash"),
+        (between, "c-1", chunks[between], "same_id" if between == "idx-1" else "content_hash")}

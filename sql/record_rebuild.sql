@@ -1,0 +1,16 @@
+-- record_rebuild: record that $index_version went live at $live_from (pipeline/rebuild.py).
+-- Grain: rebuilds, one row per index version. Parameters: $index_version, $live_from.
+-- An index goes live once as a rebuild and may go live again later (a rollback to it, after
+-- the index that replaced it): its gold chunks stay carried from its first go-live, the one
+-- the indexes after it were carried through, so an index that already served before
+-- $live_from keeps the earlier time recorded. An index that did not is being recorded for the
+-- first time or corrected, and takes $live_from.
+INSERT INTO rebuilds
+SELECT $index_version, CASE
+    WHEN EXISTS (SELECT 1 FROM requests
+                 WHERE index_version = $index_version AND timestamp < $live_from)
+    THEN least($live_from::TIMESTAMP,
+               (SELECT live_from FROM rebuilds WHERE index_version = $index_version))
+    ELSE $live_from::TIMESTAMP
+END
+ON CONFLICT (index_version) DO UPDATE SET live_from = excluded.live_from;
