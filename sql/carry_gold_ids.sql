@@ -4,7 +4,8 @@
 -- $index_version. Parameters: $index_version (the rebuilt index, its manifest loaded),
 -- $live_from (TIMESTAMP, UTC: when it went live).
 -- The old content of a gold chunk comes from the manifests of the indexes that served before
--- $live_from, the one that served last first; only when no loaded manifest's index served
+-- $live_from, the one that served most in the day before it first, then the one that served
+-- last; only when no loaded manifest's index served
 -- before it (logs that start after the rebuild) from the others, the first logged first. A
 -- newer index (rebuilt to go live at or after $live_from and not serving before it, or first
 -- logged on a later day than this one) is never a source, so what is carried does not depend
@@ -24,6 +25,8 @@ WITH gold_chunks AS (
 ),
 served AS (
     SELECT index_version, max(timestamp) FILTER (WHERE timestamp < $live_from) AS last_served,
+           count(*) FILTER (WHERE timestamp >= $live_from::TIMESTAMP - INTERVAL 1 DAY
+                              AND timestamp < $live_from) AS served_last_day,
            min(timestamp) AS first_served, max(timestamp) AS latest
     FROM requests
     GROUP BY index_version
@@ -35,7 +38,7 @@ candidates AS (
     -- indexes of a canary are both first logged on the day the logs start, in either order).
     -- An index rolled back to later (rebuilt again after this one) served before it, so it
     -- is a source as the index it was then
-    SELECT v.index_version, s.last_served, s.first_served
+    SELECT v.index_version, s.last_served, s.served_last_day, s.first_served
     FROM (SELECT DISTINCT index_version FROM index_chunks
           WHERE index_version <> $index_version) v
     LEFT JOIN served s USING (index_version)
@@ -49,10 +52,13 @@ candidates AS (
                                          AND index_version <> $index_version))
 ),
 preference AS (
-    -- the ones that served before live_from, the last to serve first; the others only when
-    -- none did, the first logged first, one that served at all before one that never did
+    -- the ones that served before live_from, the one that served most in the day before it
+    -- first (the index replaced, not a smoke test of a later one), then the last to serve;
+    -- the others only when none did, the first logged first, one that served at all before
+    -- one that never did
     SELECT index_version,
-           row_number() OVER (ORDER BY last_served DESC NULLS LAST, first_served NULLS LAST,
+           row_number() OVER (ORDER BY served_last_day DESC NULLS LAST,
+                                       last_served DESC NULLS LAST, first_served NULLS LAST,
                                        index_version DESC) AS preference
     FROM candidates
     WHERE last_served IS NOT NULL

@@ -530,6 +530,26 @@ def test_before_after_with_one_side_all_0_or_1_counts_that_sides_uncertainty(con
     assert d["low"] < 0.5 - (t_high - 0.5)   # wider than the before side's alone
 
 
+def test_before_after_of_recalls_all_equal_are_proportions_at_their_mean(con, tmp_path):
+    # every request before found one of its two gold chunks (0.5) and every one after both:
+    # the before side's t-interval was [0.5, 0.5] and the difference's as narrow as the after
+    # side alone made it
+    from statsmodels.stats.proportion import proportion_confint
+
+    r = before_after(con, tmp_path, GOLD, [
+        request(f"b-{d}", ["c-1"], ts=day(d)) for d in range(1, 8)] + [
+        request(f"a-{d}", ["n-1", "c-2"], ts=day(d), index_version="idx-2")
+        for d in range(8, 11)])
+    before, after = r["sides"]
+    assert (before["n"], before["mean"], after["n"], after["mean"]) == (7, 0.5, 3, 1.0)
+    low, high = proportion_confint(3.5, 7, 0.05, method="wilson")
+    assert (before["low"], before["high"]) == (pytest.approx(low), pytest.approx(high))
+    w_low, _ = proportion_confint(3, 3, 0.05, method="wilson")
+    d = r["difference"]
+    assert d["low"] == pytest.approx(0.5 - ((1.0 - w_low) ** 2 + (high - 0.5) ** 2) ** 0.5)
+    assert d["high"] == pytest.approx(0.5 + (0.5 - low))
+
+
 def test_a_rollback_to_the_old_index_keeps_what_was_carried_to_the_one_between(con, tmp_path):
     # idx-1 to day 7, idx-2 (c-1 re-IDed n-1) from day 8, back to idx-1 from day 15: carrying
     # to idx-1 as a rebuild of day 15 made idx-1 "newer" than idx-2, and the next carry left
@@ -651,3 +671,34 @@ def test_an_index_that_goes_live_a_second_time_keeps_what_was_carried_to_it(
     assert {row[1:5] for row in carried(con)} == {
         ("idx-2", "c-1", "n-1", "content_hash"),
         (between, "c-1", chunks[between], "same_id" if between == "idx-1" else "content_hash")}
+
+
+def test_a_smoke_test_request_of_a_later_index_does_not_make_it_the_one_replaced(con, tmp_path):
+    # idx-1 served to day 9, idx-2 from day 10, idx-3 from day 15 — but one smoke-test
+    # request of idx-3 late on day 9 made it the last to serve before idx-2 went live, and
+    # idx-2 was carried from what c-1 is in idx-3 (an ID reused for other content); the index
+    # replaced is the one that served most in the day before
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "n-1", "text": "alpha"},
+                                           {"chunk_id": "z-1", "text": "zeta"}])
+    write_jsonl(tmp_path / "idx-3.jsonl", [{"chunk_id": "m-1", "text": "alpha"},
+                                           {"chunk_id": "c-1", "text": "zeta"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"a-{d}-{h}", ["c-1"], ts=day(d, h)) for d in range(1, 10)
+        for h in range(8, 20)] + [
+        request("smoke", ["m-1"], ts=day(9, 23), index_version="idx-3")] + [
+        request(f"b-{d}", ["n-1"], ts=day(d), index_version="idx-2") for d in range(10, 15)] + [
+        request(f"c-{d}", ["m-1"], ts=day(d), index_version="idx-3") for d in range(15, 17)])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), datetime(2026, 11, 10))
+    rebuild(con, "idx-3", str(tmp_path / "idx-3.jsonl"), datetime(2026, 11, 15))
+    run(con)
+
+    assert carried(con) == [
+        ("v1", "idx-2", "c-1", "n-1", "content_hash", "idx-1"),
+        ("v1", "idx-3", "c-1", "m-1", "content_hash", "idx-2"),
+    ]
+    assert con.sql("SELECT DISTINCT recall FROM request_scores").fetchall() == [(1.0,)]
