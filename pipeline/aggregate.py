@@ -29,6 +29,7 @@ from pipeline.stats import (
     clip_unit,
     cluster_t_interval,
     cluster_wilson_interval,
+    no_spread,
     t_interval,
     wilson_interval,
 )
@@ -159,9 +160,23 @@ def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float)
     use_cluster = col["any_session"].astype(bool)
     passes = _rate_interval(col, "pass", use_cluster, alpha)
     full = _rate_interval(col, "full", use_cluster, alpha)
-    # every recall 0 or 1: the mean is the full-coverage rate, and gets its interval
+    # every recall 0 or 1: the mean is the full-coverage rate, and gets its interval; recalls
+    # with no spread (all equal) get a proportion's interval at their mean
     binary = np.asarray(all_binary(n, col["recall_sum"].astype(float),
                                    col["n_full"].astype(float)), dtype=bool)
+    recall_sums = (col["recall_sum"].astype(float), col["sum_cluster_sq"].astype(float),
+                   col["sum_cluster_cross"].astype(float), col["sum_size_sq"].astype(float))
+    flat = ~binary & np.asarray(no_spread(n, *recall_sums), dtype=bool)
+    proportion = full
+    if flat.any():
+        with np.errstate(all="ignore"):
+            plain_rate = wilson_interval(recall_sums[0], n, alpha)
+            clustered_rate = cluster_wilson_interval(
+                n, col["n_clusters"].astype(float), *recall_sums, alpha)
+        proportion = Interval(*(
+            np.where(flat, np.where(use_cluster, c, p), f)
+            for c, p, f in zip(clustered_rate, plain_rate, full, strict=True)))
+        binary = binary | flat
     step = GRAINS[grain]
 
     def nullable(values: np.ndarray) -> pa.Array:
@@ -180,9 +195,9 @@ def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float)
         "n": stats.column("n"),
         "n_sessions": np.where(use_cluster, col["n_clusters"], col["n"]).astype(np.int64),
         "mean_recall": nullable(mean),
-        "ci_low": nullable(np.where(binary, full.low,
+        "ci_low": nullable(np.where(binary, proportion.low,
                                     np.where(use_cluster, clustered.low, plain.low))),
-        "ci_high": nullable(np.where(binary, full.high,
+        "ci_high": nullable(np.where(binary, proportion.high,
                                      np.where(use_cluster, clustered.high, plain.high))),
         "ci_method": pa.array(np.where(binary, np.where(use_cluster, "cluster_wilson", "wilson"),
                                        np.where(use_cluster, "cluster_t", "t")).tolist(),

@@ -67,6 +67,7 @@ from pipeline.stats import (
     e_benjamini_hochberg,
     hybrid_difference_interval,
     mixture_update,
+    no_spread,
     wilson_interval,
 )
 from pipeline.warehouse import run_script, transaction
@@ -423,8 +424,11 @@ class _Tests:
 
 def _as_mean(metric: str, group: _Pool | _Window) -> bool:
     """Whether a baseline's or window's interval is (cluster-robust) t rather than
-    (cluster-)Wilson: for mean recall, unless every recall in it is 0 or 1."""
-    return metric == "mean_recall" and not group.binary
+    (cluster-)Wilson: for mean recall, unless every recall in it is 0 or 1 or its recalls show
+    no spread (all equal: a t-interval would be a point), as in window_metrics."""
+    sums = group.sums
+    return metric == "mean_recall" and not group.binary and not bool(
+        no_spread(sums[N], sums[TOTAL], sums[CSQ], sums[CROSS], sums[SIZE_SQ]))
 
 
 def _method(mode: str, metric: str, pool: _Pool, window: _Window) -> str:

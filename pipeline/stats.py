@@ -327,6 +327,30 @@ def all_binary(n: ArrayLike, total: ArrayLike, ones: ArrayLike) -> FloatOrArray:
     return _as_output((n > 0) & (np.abs(gap) <= 1e-9 * np.maximum(n, 1.0)))
 
 
+def no_spread(n: ArrayLike, total: ArrayLike, sum_cluster_sq: ArrayLike,
+              sum_cluster_cross: ArrayLike, sum_size_sq: ArrayLike) -> FloatOrArray:
+    """Whether ``n`` values in ``[0, 1]`` show no spread a (cluster-robust) t-interval can see,
+    from the sums ``cluster_t_interval`` takes: every session's sum is its size times the mean
+    (without sessions, each value its own cluster: every value equal), so the interval is a
+    point however few the values are.
+
+    A t-interval of ``[0.5, 0.5]`` on five requests that each found one of their two gold
+    chunks covers a true mean of 0.475 about one time in four. Such a mean gets a proportion's
+    interval instead (Wilson's, on the sums): a proportion's variance ``p (1 - p)`` is the
+    largest a value in ``[0, 1]`` with mean ``p`` can have, so it is never too narrow for want
+    of spread. The residual is a sum of squares of sums of at most ``sum_size_sq`` in size; the
+    tolerance is float rounding of it, far below the least spread of two different recalls.
+    Fewer than two values have their spread undefined, not zero (their t-interval is
+    undefined too), and are not flat.
+    """
+    n = np.asarray(n, dtype=float)
+    size_sq = np.asarray(sum_size_sq, dtype=float)
+    mean = np.asarray(total, dtype=float) / np.maximum(n, 1.0)
+    residual = (np.asarray(sum_cluster_sq, dtype=float)
+                - 2.0 * mean * np.asarray(sum_cluster_cross, dtype=float) + mean * mean * size_sq)
+    return _as_output((n > 1) & (residual <= 1e-12 * np.maximum(size_sq, 1.0)))
+
+
 # --- differences between two groups and anytime-valid sequences ----------------------------------
 
 

@@ -3,7 +3,8 @@
 -- invalidates its metrics; an aggregation may have covered only part of the day), or the day
 -- was aggregated with another pass mark than the one in force, or before the rates' interval
 -- method was recorded or its sufficient statistics kept (window_sums), or before a mean of
--- recalls that are all 0 or 1 got the proportion's interval (pipeline.stats.all_binary).
+-- recalls that are all 0 or 1, or show no spread (all equal), got the proportion's interval
+-- (pipeline.stats.all_binary and no_spread, whose tests these are).
 -- Grain: one row per day. Parameters: $grain, $pass_mark, $route.
 
 SELECT DISTINCT date_trunc('day', window_start) AS day
@@ -20,7 +21,11 @@ SELECT DISTINCT date_trunc('day', m.window_start)
 FROM window_metrics m
 JOIN window_sums w USING (grain, window_start, slice, route, k, gold_version)
 WHERE m.grain = $grain AND m.route = $route AND m.ci_method IN ('t', 'cluster_t')
-  AND w.n > 0 AND abs(w.recall_sum - w.full_sum) <= 1e-9 * w.n
+  AND w.n > 0
+  AND (abs(w.recall_sum - w.full_sum) <= 1e-9 * w.n
+       OR (w.n > 1 AND w.recall_cluster_sq - 2 * (w.recall_sum / w.n) * w.recall_cluster_cross
+                       + (w.recall_sum / w.n) ** 2 * w.size_sq
+                       <= 1e-12 * greatest(w.size_sq, 1)))
 UNION
 SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s
 WHERE s.route = $route

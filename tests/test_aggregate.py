@@ -233,10 +233,10 @@ TRUE_PASS = 4 * (_beta_moment(3) - _beta_moment(4)) + TRUE_FULL   # recall >= 0.
 
 
 def _simulated_windows(rng, windows: int, per_day: int, sessions: bool, chunks: int = 4,
-                       a: float = A, b: float = B) -> pa.Table:
+                       a: float = A, b: float = B, draw=None) -> pa.Table:
     """window_metrics.sql's result for simulated windows: sessions of 1-7 requests sharing p
     (intra-session correlation ~0.15 for recall), or every request on its own; a request's
-    recall is Bin(chunks, p) / chunks with p ~ Beta(a, b)."""
+    recall is Bin(chunks, p) / chunks with p ~ Beta(a, b), or `draw(rng, p)`."""
     sizes = rng.integers(1, 8, size=(windows, per_day)) if sessions else \
         np.ones((windows, per_day), dtype=int)
     rows = []
@@ -245,7 +245,7 @@ def _simulated_windows(rng, windows: int, per_day: int, sessions: bool, chunks: 
         size = np.append(size, per_day - size.sum()) if size.sum() < per_day else size
         size = size[size > 0]
         p = np.repeat(rng.beta(a, b, size=size.size), size)
-        recall = rng.binomial(chunks, p) / chunks
+        recall = draw(rng, p) if draw else rng.binomial(chunks, p) / chunks
         cluster = np.repeat(np.arange(size.size), size)
         s_g = np.bincount(cluster, recall)
         pass_g = np.bincount(cluster, recall >= 0.7)
@@ -283,6 +283,24 @@ def _stored_coverage(table: pa.Table, truth: tuple[float, float, float] = (
     return {"mean_recall": share("ci_low", "ci_high", truth[0]),
             "pass_rate": share("pass_ci_low", "pass_ci_high", truth[1]),
             "full_coverage_rate": share("fc_ci_low", "fc_ci_high", truth[2])}
+
+
+@pytest.mark.parametrize("sessions, per_day", [(False, 5), (True, 12)],
+                         ids=["5-requests", "12-requests-in-sessions"])
+def test_a_small_window_whose_recalls_are_all_equal_is_not_a_point(sessions, per_day):
+    # two gold chunks per golden, one found by 95 % of requests and none by the rest (true
+    # mean 0.475): a t-interval put [0.5, 0.5] on every window whose recalls were all 0.5 and
+    # covered the true mean ~23 % of the time
+    table = _simulated_windows(np.random.default_rng(24), 2000, per_day, sessions,
+                               draw=lambda rng, p: np.where(rng.random(p.size) < 0.05, 0.0, 0.5))
+    assert _stored_coverage(table, (0.475, 0.0, 0.0))["mean_recall"] >= 0.93
+    metrics = _with_intervals(table, "day", 0.7, 0.05).to_pydict()
+    flat = [i for i, mean in enumerate(metrics["mean_recall"]) if mean == 0.5]
+    assert {metrics["ci_method"][i] for i in flat} == {"cluster_wilson" if sessions else "wilson"}
+    if not sessions:   # Wilson's interval of a proportion 0.5 of 5
+        low, high = proportion_confint(2.5, 5, 0.05, method="wilson")
+        assert [(metrics["ci_low"][i], metrics["ci_high"][i]) for i in flat] == [
+            (pytest.approx(low), pytest.approx(high))] * len(flat)
 
 
 @pytest.mark.slow

@@ -391,3 +391,27 @@ def test_rescoring_a_day_rejudges_it_and_every_later_window_only(con, tmp_path):
     value = con.sql("SELECT value FROM drift_events WHERE window_start = '2026-11-10' AND "
                     "slice = 'all' AND k = 5 AND metric = 'mean_recall'").fetchall()[0][0]
     assert value == pytest.approx(3 / 4)   # one request of four found nothing
+
+
+@pytest.mark.parametrize("mode", ["fixed", "anytime"])
+def test_a_window_and_baseline_whose_recalls_are_all_equal_are_not_certain(con, tmp_path, mode):
+    # two requests a day that each find 3 of their 6 gold chunks, then a day on which both
+    # find 2: Welch saw no spread on either side, put the difference at exactly -1/6 and the
+    # fixed look flagged a drop from two requests
+    gold = [f"c{j}" for j in range(6)]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r{day}-{i}", gold[:3 if day < 8 else 2], ts=f"2026-11-{day:02d}T1{i}:00:00Z")
+        for day in range(1, 9) for i in range(2)])
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    put_in_force(con, resolve(con, drift_mode=mode))
+    drift(con)
+    delta, low, high, decision, method = con.sql(
+        "SELECT delta, delta_low, delta_high, decision, method FROM drift_events "
+        "WHERE slice = 'all' AND k = 5 AND metric = 'mean_recall' "
+        "AND window_start = '2026-11-08'").fetchall()[0]
+    assert delta == pytest.approx(-1 / 6)
+    assert low < -0.4 and high > 0.1, (low, high)   # two requests and 14: far from certain
+    assert decision == "insufficient"
+    assert "wilson" in method

@@ -247,24 +247,28 @@ def test_a_changed_day_inside_a_pinned_baseline_re_judges_the_windows_before_it(
 
 
 def test_a_day_aggregated_with_a_t_interval_on_recalls_of_0_or_1_is_re_aggregated(con, tmp_path):
-    # an earlier release put a t-interval on a mean of 0s and 1s ([1, 1] when all were found);
-    # the next run gives those days the proportion's interval, and leaves the others alone
+    # an earlier release put a t-interval on a mean of 0s and 1s ([1, 1] when all were found),
+    # and on recalls all equal (day 3: [0.5, 0.5]); the next run gives those days the
+    # proportion's interval, and leaves the others alone
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"]), golden("g-2", ["a", "b"],
                                                                       question="q2")])
     logs = write_jsonl(tmp_path / "d.jsonl", [
         request("r1-1", ["a"], ts="2026-11-01T10:00:00Z"),
         request("r1-2", ["a"], ts="2026-11-01T11:00:00Z"),
         request("r2-1", ["a"], ts="2026-11-02T10:00:00Z", gold_id="g-2"),
-        request("r2-2", ["a", "b"], ts="2026-11-02T11:00:00Z", gold_id="g-2")])
+        request("r2-2", ["a", "b"], ts="2026-11-02T11:00:00Z", gold_id="g-2"),
+        request("r3-1", ["a"], ts="2026-11-03T10:00:00Z", gold_id="g-2"),
+        request("r3-2", ["b"], ts="2026-11-03T11:00:00Z", gold_id="g-2")])
     run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
     current = rows(con, "window_metrics")
-    day1 = "window_start = '2026-11-01' AND grain = 'day'"
-    assert {r[0] for r in con.sql(f"SELECT ci_method FROM window_metrics WHERE {day1}")
-            .fetchall()} == {"wilson"}
-    con.execute(f"UPDATE window_metrics SET ci_method = 't', ci_low = 1.0, ci_high = 1.0 "
-                f"WHERE {day1}")
+    days = "window_start IN ('2026-11-01', '2026-11-03') AND grain = 'day' AND k = 5"
+    assert con.sql(f"SELECT window_start::DATE::VARCHAR, mean_recall, ci_method "
+                   f"FROM window_metrics WHERE {days} AND slice = 'all' ORDER BY 1").fetchall() \
+        == [("2026-11-01", 1.0, "wilson"), ("2026-11-03", 0.5, "wilson")]
+    con.execute(f"UPDATE window_metrics SET ci_method = 't', ci_low = mean_recall, "
+                f"ci_high = mean_recall WHERE {days}")
     summary = run(con)
-    assert [d.day for d in summary.days_aggregated] == [1]
+    assert [d.day for d in summary.days_aggregated] == [1, 3]
     assert rows(con, "window_metrics") == current
 
 

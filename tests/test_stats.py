@@ -40,6 +40,7 @@ from pipeline.stats import (
     hybrid_difference_interval,
     mixture_update,
     newcombe_difference_interval,
+    no_spread,
     t_interval,
     welch_difference_interval,
     wilson_interval,
@@ -1129,3 +1130,20 @@ def test_all_binary_tells_a_proportion_from_a_mean_by_its_sums():
     assert all_binary([5, 5, 3, 0], [4.0, 4 + 1 / 3, 0.0, 0.0], [4, 4, 0, 0]).tolist() == [
         True, False, True, False]
     assert all_binary(1_000_000, 999_999.0, 999_999) is np.True_
+
+
+@pytest.mark.parametrize("values, sessions, flat", [
+    ([0.5] * 5, [0, 1, 2, 3, 4], True),
+    ([1 / 3] * 1000, list(range(1000)), True),
+    ([0.5, 0.5, 0.5, 0.5, 0.25], [0, 1, 2, 3, 4], False),
+    ([0.5, 0.5, 0.5, 0.75], [0, 0, 1, 1], False),
+    ([0.25, 0.75, 0.5, 0.5], [0, 0, 1, 1], True),    # each session's mean the same: no spread
+    ([0.5], [0], False),                             # one value: spread undefined
+])
+def test_no_spread_is_what_makes_a_t_interval_a_point(values, sessions, flat):
+    stats = cluster_sufficient_stats(np.array(values), np.array(sessions))
+    assert bool(no_spread(stats.n, stats.total, stats.sum_cluster_sq, stats.sum_cluster_cross,
+                          stats.sum_size_sq)) is flat
+    if len(values) > 1:
+        ci = cluster_t_interval(*stats)
+        assert (float(ci.high) - float(ci.low) < 1e-6) is flat

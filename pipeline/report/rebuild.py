@@ -24,6 +24,7 @@ from pipeline.stats import (
     cluster_t_interval,
     cluster_wilson_interval,
     hybrid_difference_interval,
+    no_spread,
     wilson_interval,
 )
 from pipeline.warehouse import queries
@@ -32,7 +33,8 @@ SIDE_DAYS = 7
 NOT_CARRIED_SHOWN = 50
 SIDES = ("before", "after")
 METHOD = ("cluster-robust Welch (CR1, Satterthwaite df; Welch when no request has a session); "
-          "when every recall on a side is 0 or 1, the sides' own intervals combined "
+          "when every recall on a side is 0 or 1, or all are equal, the sides' own intervals "
+          "combined "
           "(Newcombe's hybrid of (cluster-)Wilson intervals, the same MOVER construction for "
           "a mean and a proportion)")
 
@@ -123,12 +125,16 @@ def _side(name: str, row: dict | None, window: dict[str, datetime]) -> dict:
 
 
 def _binary(row: dict) -> bool:
-    return bool(all_binary(row["n"], row["recall_sum"], row["full_sum"]))
+    """Whether a side's mean gets a proportion's interval, as in window_metrics: its recalls
+    are all 0 or 1, or show no spread (all equal)."""
+    return bool(all_binary(row["n"], row["recall_sum"], row["full_sum"])) or bool(
+        no_spread(*(row[c] for c in ("n", "recall_sum", "recall_cluster_sq",
+                                     "recall_cluster_cross", "size_sq"))))
 
 
 def _interval(row: dict) -> Interval:
-    """Cluster-robust t; (cluster-)Wilson when every recall is 0 or 1 (the mean is then a
-    proportion, and its cluster sums are the full-coverage indicator's)."""
+    """Cluster-robust t; (cluster-)Wilson at the mean when every recall is 0 or 1 (the mean is
+    then a proportion) or all are equal (no spread for t to see)."""
     if not _binary(row):
         return cluster_t_interval(*_stats(row), DEFAULT_ALPHA)
     if row["any_session"]:
