@@ -35,7 +35,8 @@ candidates AS (
     -- every other loaded manifest that served before live_from, and, of those that did not
     -- (logs may start after --live-from), all but newer indexes: one rebuilt to go live at
     -- or after this one, or one first logged on a later day than this one (a bare day: two
-    -- indexes of a canary are both first logged on the day the logs start, in either order).
+    -- indexes of a canary are both first logged on the day the logs start, in either order)
+    -- that went on serving after this one stopped.
     -- An index rolled back to later (rebuilt again after this one) served before it, so it
     -- is a source as the index it was then
     SELECT v.index_version, s.last_served, s.served_last_day, s.first_served
@@ -43,10 +44,16 @@ candidates AS (
           WHERE index_version <> $index_version) v
     LEFT JOIN served s USING (index_version)
     WHERE s.last_served IS NOT NULL
-       OR (NOT coalesce(s.first_served >= (SELECT date_trunc('day', first_served)
-                                                  + INTERVAL 1 DAY
-                                           FROM served
-                                           WHERE index_version = $index_version), false)
+       OR ((NOT coalesce(s.first_served >= (SELECT date_trunc('day', first_served)
+                                                   + INTERVAL 1 DAY
+                                            FROM served
+                                            WHERE index_version = $index_version), false)
+            -- first logged later, but it stopped serving while this one went on: the index
+            -- this one replaced, its logs begun late (an index never recorded as a rebuild)
+            OR coalesce(s.latest < (SELECT latest FROM served
+                                    WHERE index_version = $index_version)
+                        AND v.index_version NOT IN (SELECT index_version FROM rebuilds),
+                        false))
            AND v.index_version NOT IN (SELECT index_version FROM rebuilds
                                        WHERE live_from >= $live_from
                                          AND index_version <> $index_version))

@@ -31,6 +31,10 @@ changes AS (
     WHERE s.first_seen >= (SELECT date_trunc('day', min(first_seen)) + INTERVAL 1 DAY
                            FROM served)
       AND s.index_version NOT IN (SELECT index_version FROM carried)
+      -- nor did the index a recorded rebuild replaced, first logged after that went live
+      AND s.index_version NOT IN (SELECT from_version FROM carried
+                                  WHERE from_version IS NOT NULL
+                                    AND live_from <= s.first_seen)
 )
 SELECT index_version, live_from, from_version, true AS recorded FROM carried
 UNION ALL
