@@ -187,12 +187,29 @@ def record_scored(con, route: str, batch: list[Window], config: Config,
 # -------------------------------------------------------------------------------- aggregate
 
 def stale_metric_days(con, config: Config, grain: str) -> list[datetime]:
-    """Days whose metrics of `grain` are out of date on any route of `config`."""
+    """Days whose metrics of `grain` are out of date on any route of `config`. Blank session
+    IDs stored by earlier releases (which made every such request of a day one session) are
+    first stored as none, and the metrics of their days voided."""
+    _settle_blank_sessions(con)
     days: set[datetime] = set()
     for route in config.routes:
         days.update(row[0] for row in con.execute(sql("stale_metric_days"), {
             "grain": grain, "pass_mark": config.pass_mark, "route": route}).fetchall())
     return sorted(days)
+
+
+# a session_id of spaces, tabs and line breaks alone names no session (sql/validate_logs.sql)
+_BLANK_SESSION = "trim(session_id, ' ' || chr(9) || chr(10) || chr(13)) = ''"
+
+
+def _settle_blank_sessions(con) -> None:
+    days = [row[0] for row in con.execute(
+        "SELECT DISTINCT date_trunc('day', timestamp) FROM requests "
+        f"WHERE {_BLANK_SESSION}").fetchall()]
+    if days:
+        with transaction(con):
+            con.execute(f"UPDATE requests SET session_id = NULL WHERE {_BLANK_SESSION}")
+            invalidate(con, "score", days)
 
 
 def aggregate_span(con, grain: str, start: datetime | None,

@@ -104,7 +104,9 @@ checked AS (
         try_cast(index_size_num AS BIGINT) AS index_size,
         try_cast(coalesce(k_num, k_default, 0) AS INTEGER) AS k,
         n_steps,
-        logged.session_id,
+        -- a blank session_id names no session: the request is its own cluster
+        CASE WHEN trim(logged.session_id, ' ' || chr(9) || chr(10) || chr(13)) <> ''
+             THEN logged.session_id END AS session_id,
         try_cast(coalesce(turn_num, 1) AS INTEGER) AS turn,
         tag_map AS tags,
         CASE WHEN reason IS NULL THEN
@@ -130,7 +132,10 @@ CREATE OR REPLACE TEMP MACRO record_digest(request_id, ts, query, gold_id, index
     md5(to_json({
         'request_id': request_id, 'timestamp': strftime(ts, '%Y-%m-%dT%H:%M:%S.%f'),
         'query': query, 'gold_id': gold_id, 'index_version': index_version,
-        'index_size': index_size, 'k': k, 'session_id': session_id, 'turn': turn,
+        'index_size': index_size, 'k': k,
+        -- blank as stored by releases that kept it (now NULL): the same record
+        'session_id': CASE WHEN trim(session_id, ' ' || chr(9) || chr(10) || chr(13)) <> ''
+                             THEN session_id END, 'turn': turn,
         'tags': list_sort(map_entries(tags)),
         -- scores at float precision: a float32 column re-delivering a float64 one is the same
         'retrieved': list_transform(retrieved, lambda x: {

@@ -26,9 +26,11 @@ SELECT
     date_trunc($grain, r.timestamp) AS window_start,
     r.index_version,
     r.index_size,
-    -- a request without a session is its own cluster
-    coalesce('s:' || r.session_id, 'r:' || r.request_id) AS cluster_key,
-    r.session_id IS NOT NULL AS in_session,
+    -- a request without a session (or with a blank one, as earlier releases stored it) is
+    -- its own cluster
+    CASE WHEN trim(r.session_id, ' ' || chr(9) || chr(10) || chr(13)) <> '' THEN 's:' || r.session_id
+         ELSE 'r:' || r.request_id END AS cluster_key,
+    coalesce(trim(r.session_id, ' ' || chr(9) || chr(10) || chr(13)) <> '', false) AS in_session,
     -- tags as <key>=<value>: '=' and '\' in a key are escaped with '\', a key named like a
     -- built-in slice (or already starting with 'tag.') gets 'tag.' in front, a null value is
     -- no tag; so two different tags never share a slice

@@ -330,3 +330,38 @@ def test_a_small_window_whose_every_recall_is_0_or_1_covers_its_mean_as_a_propor
     metrics = _with_intervals(table, "day", 0.7, 0.05).to_pydict()
     assert metrics["ci_low"] == metrics["fc_ci_low"]
     assert set(metrics["ci_method"]) == {"cluster_wilson" if sessions else "wilson"}
+
+
+BLANK_SESSIONS = [request(f"r-{i}", ["a", "b"][: i % 3], session_id=blank,
+                          ts=f"2026-11-01T{10 + i}:00:00Z")
+                  for i, blank in enumerate(["", " ", "", "", "\t", ""])]
+
+
+def test_a_blank_session_id_is_no_session(con, tmp_path):
+    # `"session_id": ""` is how many loggers say "none": every such request of the day was one
+    # session, and with one cluster the day's intervals were all NULL
+    small(con, tmp_path, BLANK_SESSIONS)
+    row = metrics(con, 5)
+    assert (row["n"], row["n_sessions"], row["ci_method"], row["rate_ci_method"]) == (
+        6, 6, "t", "wilson")
+    assert row["ci_low"] < row["mean_recall"] < row["ci_high"]
+    assert con.sql("SELECT DISTINCT session_id FROM requests").fetchall() == [(None,)]
+
+
+def test_blank_session_ids_an_earlier_release_stored_are_put_right_by_the_next_run(
+        con, tmp_path):
+    from pipeline.run import run
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", BLANK_SESSIONS + [
+        request("other-day", ["a"], ts="2026-11-02T10:00:00Z", session_id="s-1")])
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    right = snapshot(con)
+    # as an earlier release left it: the blanks kept, the day aggregated as one session
+    con.execute("UPDATE requests SET session_id = '' WHERE request_id LIKE 'r-%'")
+    con.execute("UPDATE window_metrics SET n_sessions = 1, ci_low = NULL, ci_high = NULL "
+                "WHERE window_start = '2026-11-01'")
+    summary = run(con)
+    assert [d.day for d in summary.days_aggregated] == [1]
+    assert snapshot(con) == right

@@ -163,3 +163,20 @@ def test_gold_csv_rows_are_numbered_by_the_line_they_start_on(con, tmp_path):
     assert (result.loaded, result.quarantined) == (2, 1)
     assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [
         (5, "missing or null required field: question")]
+
+
+def test_a_csv_row_with_more_or_fewer_fields_than_the_header_is_quarantined(con, tmp_path):
+    # an unquoted comma in a question gave line 3 four fields under three names: it loaded
+    # as question "What is the fee" with gold chunk " in euros?", its real chunks dropped,
+    # and every request of it scored 0; line 4 lacks its gold chunks and scored no_evidence
+    (tmp_path / "gold.csv").write_text(
+        "gold_id,question,gold_chunk_ids\n"
+        "g-1,What is the minimum balance?,c1|c2\n"
+        "g-2,What is the fee, in euros?,c3|c4\n"
+        "g-3,Who signs?\n")
+    result = ingest_gold(con, str(tmp_path / "gold.csv"), "v1")
+    assert (result.read, result.loaded, result.quarantined) == (3, 1, 2)
+    assert con.sql("SELECT gold_id FROM goldens").fetchall() == [("g-1",)]
+    assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
+        (3, "4 fields where the header names 3: quote a value that holds a comma"),
+        (4, "2 fields where the header names 3")]

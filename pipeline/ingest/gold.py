@@ -137,7 +137,8 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
             raise RecallwatchError(f"{path}: not a readable CSV file (line {reader.line_num}: "
                                    f"{exc}).") from None
         for number, row in rows:
-            yield number, row, None, json.dumps(row)
+            reason = _field_count_reason(row, len(set(reader.fieldnames or ())))
+            yield number, None if reason else row, reason, json.dumps(row)
     else:
         for number, text, reason, raw in read_json_lines(path, DEFAULT_MAX_RECORD_BYTES):
             if text is None:
@@ -157,6 +158,20 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
                 yield number, None, "invalid JSON", text
                 continue
             yield number, record, None, text
+
+
+def _field_count_reason(row: dict, names: int) -> str | None:
+    """Why a CSV row cannot be read by the header's names: more values than names (csv puts
+    the rest under the key None: an unquoted comma shifts nothing it could tell) or fewer
+    (the last names get None), so no value is taken for another column's."""
+    extra = row.get(None)
+    if extra:
+        return (f"{names + len(extra)} fields where the header names {names}: quote a value "
+                "that holds a comma")
+    given = sum(1 for key, value in row.items() if key is not None and value is not None)
+    if given < names:
+        return f"{given} fields where the header names {names}"
+    return None
 
 
 def _is_text(record: dict) -> bool:
