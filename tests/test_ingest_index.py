@@ -160,3 +160,11 @@ def test_a_csv_written_with_a_space_after_each_comma_gives_its_values_without_it
     assert ingest_index(con, str(tmp_path / "m.csv"), "idx-1").loaded == 2
     assert con.sql("SELECT chunk_id, content_hash, text FROM index_chunks ORDER BY 1").fetchall(
     ) == [("c1", "h1", "the fee"), ("c2", "h2", "fees, and limits")]
+
+
+def test_a_manifest_csv_whose_rows_differ_from_its_header_says_so(con, tmp_path):
+    # an unquoted comma in one text: the file was refused for lacking a chunk_id column,
+    # which its header has
+    (tmp_path / "idx.csv").write_text("chunk_id,text\nc1,alpha\nc2,beta, gamma\n")
+    with pytest.raises(RecallwatchError, match="not every row has the 2 fields the header names"):
+        ingest_index(con, str(tmp_path / "idx.csv"), "i1")

@@ -169,9 +169,27 @@ def _json_path(column: str) -> str:
 
 def _check_columns(file: Path, columns: dict) -> None:
     if "chunk_id" not in columns:
+        header = _csv_header(file)
+        if "chunk_id" in header:
+            # DuckDB's sniffer, given rows of other lengths than the header's, takes another
+            # delimiter or another line for the header
+            raise RecallwatchError(
+                f"{file}: not every row has the {len(header)} fields the header names, so "
+                "its columns cannot be told apart; quote a value that holds a comma.")
         raise RecallwatchError(f"{file}: an index manifest needs a chunk_id column.")
     if not {"content_hash", "text"} & set(columns):
         raise RecallwatchError(f"{file}: an index manifest needs content_hash or text.")
+
+
+def _csv_header(file: Path) -> list[str]:
+    """The names on a CSV file's first line (none for another format or an unreadable one)."""
+    if not file.name.lower().endswith(".csv"):
+        return []
+    try:
+        with open(file, encoding="utf-8-sig", newline="") as fh:
+            return [name.strip() for name in next(csv.reader(fh), [])]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
 
 
 def _picked(columns: dict) -> tuple[str, str, BoundValues]:
