@@ -194,7 +194,8 @@ def _z(alpha: ArrayLike) -> np.ndarray:
 def cohens_kappa(
     a: ArrayLike, b: ArrayLike, c: ArrayLike, d: ArrayLike, alpha: ArrayLike = 0.05
 ) -> Coefficient:
-    """Cohen's kappa with the large-sample standard error of Fleiss, Cohen & Everitt (1969).
+    """Cohen's kappa with the large-sample standard error of Fleiss, Cohen & Everitt (1969),
+    and an interval that keeps its coverage on small and skewed audits.
 
     With cell proportions ``p_ij``, row (judge) margins ``p_i.``, column (human) margins
     ``p_.j``, ``p_o = p_11 + p_22`` and ``p_e = p_1. p_.1 + p_2. p_.2``::
@@ -203,27 +204,65 @@ def cohens_kappa(
         Var   = [ sum_i p_ii (1 - (p_i. + p_.i)(1 - kappa))^2
                   + (1 - kappa)^2 sum_{i != j} p_ij (p_.i + p_j.)^2
                   - (kappa - p_e (1 - kappa))^2 ] / (n (1 - p_e)^2)
-        [low, high] = kappa -/+ z_{1 - alpha/2} sqrt(Var)
 
     Sources: J. Cohen (1960), "A coefficient of agreement for nominal scales", Educational and
     Psychological Measurement 20:37-46; J. L. Fleiss, J. Cohen, B. S. Everitt (1969), "Large
     sample standard errors of kappa and weighted kappa", Psychological Bulletin 72(5):323-327.
-    Equal to ``statsmodels.stats.inter_rater.cohens_kappa(table)``'s ``kappa``, ``std_kappa``,
-    ``kappa_low`` and ``kappa_upp`` (the non-null variance, not ``std_kappa0``), and the point
-    estimate to ``sklearn.metrics.cohen_kappa_score``.
+    ``estimate`` and ``std_error`` equal ``statsmodels.stats.inter_rater.cohens_kappa(table)``'s
+    ``kappa`` and ``std_kappa`` (the non-null variance, not ``std_kappa0``), and the estimate
+    equals ``sklearn.metrics.cohen_kappa_score``.
 
-    The Wald interval is not clipped to [-1, 1] (statsmodels does not clip either). Undefined,
-    NaN with a reason, when ``n = 0`` or when both raters put every claim in the same category
-    (``p_e = 1``: kappa is 0/0 although agreement is perfect; AC1 is defined there). At perfect
-    agreement with both categories used, kappa = 1 with standard error 0; when one rater (say
-    a judge that calls everything attributed) used a single category, ``p_o = p_e`` and kappa
-    is exactly 0, again with standard error 0. Both intervals collapse to a point because the
-    variance formula says so, not because the sample is informative; statsmodels rounds these
-    zeros to about -1e-17 and reports a NaN standard error, here they are exactly 0. Read
-    them next to the Wilson intervals of ``raw_agreement`` and ``sensitivity_not_attributed``.
+    The interval is not statsmodels' Wald interval ``kappa -/+ z * std_error``. Kappa's
+    sampling distribution is skewed towards -1 when claims are mostly of one kind, and an audit
+    in which nobody disagreed has a standard error of exactly 0: the Wald lower bound lay above
+    the judge's true kappa in 7 % (100 labels) to 39 % (50 labels, true kappa 0.89) of simulated
+    audits where 2.5 % is its share (``tests/test_agreement.py``), so the audit bar, which reads
+    that bound, passed judges below it. Here the interval is symmetric on Fisher's z scale,
+    ``tanh(atanh(kappa) -/+ z * se')`` with ``se' = se_half / (1 - kappa^2)``, where ``se_half``
+    is the standard error above of the table with 1/2 added to every cell (as Haldane and
+    Anscombe add 1/2 for a log odds ratio), so that a table with an empty cell still has a
+    spread. At kappa = 1 (no disagreement) the upper bound is 1 and the lower bound is taken
+    about the kappa of the table with 1/2 added (at -1, the other way round). Checked by
+    simulation: the lower bound lies above the true kappa in at most 2.5 % of audits of 50 to
+    400 labels from balanced to 95 % attributed, and the interval covers it in 93-96 % where
+    the true kappa's audits are not mostly perfect; at 95 % attributed and 50 labels the upper
+    bound falls short of the true kappa more often (about 14 %) — low, never falsely high.
+
+    Undefined, NaN with a reason, when ``n = 0`` or when both raters put every claim in the
+    same category (``p_e = 1``: kappa is 0/0 although agreement is perfect; AC1 is defined
+    there). At perfect agreement with both categories used, kappa = 1 with standard error 0;
+    when one rater (say a judge that calls everything attributed) used a single category,
+    ``p_o = p_e`` and kappa is exactly 0, again with standard error 0 (statsmodels rounds these
+    zeros to about -1e-17 and reports a NaN standard error, here they are exactly 0); the
+    interval of either still has the width of what the sample can tell.
     """
     a, b, c, d, n = _counts(a, b, c, d)
     z = _z(alpha)
+    one_category = (b + c == 0) & ((a == 0) | (d == 0))
+    valid = (n > 0) & ~one_category
+    kappa, se = _kappa_and_se(a, b, c, d)
+    # At perfect agreement, and when a rater used one category, the variance is exactly 0 but
+    # its three terms cancel only to within rounding (+-1e-16): pin those to 0.
+    exact_zero = (b + c == 0) | ((a + b) * (c + d) * (a + c) * (b + d) == 0)
+    se = np.where(exact_zero, 0.0, se)
+    low, high = _kappa_interval(kappa, a, b, c, d, z)
+    kappa, se, low, high = (np.where(valid, x, np.nan) for x in (kappa, se, low, high))
+    reason = np.where(n > 0, np.where(one_category, ONE_CATEGORY, ""), NO_ITEMS)
+    return Coefficient(
+        _as_output(kappa),
+        _as_output(se),
+        _as_output(low),
+        _as_output(high),
+        _as_output(reason),
+    )
+
+
+def _kappa_and_se(a: np.ndarray, b: np.ndarray, c: np.ndarray,
+                  d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kappa and its Fleiss-Cohen-Everitt standard error (``cohens_kappa``); where it is
+    undefined (no items, or chance agreement 1) whatever the arithmetic gives, for the caller
+    to mask."""
+    n = a + b + c + d
     n_ok = np.where(n > 0, n, 1.0)
     p11, p12, p21, p22 = a / n_ok, b / n_ok, c / n_ok, d / n_ok
     row1, row2 = p11 + p12, p21 + p22  # judge margins
@@ -233,28 +272,31 @@ def cohens_kappa(
     # p_e = 1 exactly when both raters used one and the same category; test the counts, not
     # the rounded product.
     one_category = (b + c == 0) & ((a == 0) | (d == 0))
-    valid = (n > 0) & ~one_category
-    denom = np.where(valid, 1.0 - p_e, 1.0)
+    denom = np.where((n > 0) & ~one_category, 1.0 - p_e, 1.0)
     kappa = (p_o - p_e) / denom
     q = 1.0 - kappa
     term_diag = p11 * (1.0 - (row1 + col1) * q) ** 2 + p22 * (1.0 - (row2 + col2) * q) ** 2
     term_off = q * q * (p12 * (col1 + row2) ** 2 + p21 * (col2 + row1) ** 2)
     term_c = (kappa - p_e * q) ** 2
     var = (term_diag + term_off - term_c) / (denom * denom * n_ok)
-    # At perfect agreement, and when a rater used one category, the variance is exactly 0 but
-    # its three terms cancel only to within rounding (+-1e-16): pin those to 0.
-    exact_zero = (b + c == 0) | ((a + b) * (c + d) * (a + c) * (b + d) == 0)
-    se = np.where(exact_zero, 0.0, np.sqrt(np.maximum(var, 0.0)))
-    kappa = np.where(valid, kappa, np.nan)
-    se = np.where(valid, se, np.nan)
-    reason = np.where(n > 0, np.where(one_category, ONE_CATEGORY, ""), NO_ITEMS)
-    return Coefficient(
-        _as_output(kappa),
-        _as_output(se),
-        _as_output(kappa - z * se),
-        _as_output(kappa + z * se),
-        _as_output(reason),
-    )
+    return kappa, np.sqrt(np.maximum(var, 0.0))
+
+
+def _kappa_interval(kappa: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+                    d: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The interval of ``cohens_kappa``: symmetric on Fisher's z scale, with the standard
+    error of the table with 1/2 added to every cell; about that table's kappa on the side
+    of a kappa of exactly -1 or 1 that has no spread."""
+    half_kappa, half_se = _kappa_and_se(a + 0.5, b + 0.5, c + 0.5, d + 0.5)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inside = np.abs(kappa) < 1.0
+        centre = np.where(inside, kappa, half_kappa)
+        spread = z * half_se / (1.0 - centre * centre)
+        low = np.where(kappa <= -1.0, -1.0, np.tanh(np.arctanh(centre) - spread))
+        high = np.where(kappa >= 1.0, 1.0, np.tanh(np.arctanh(centre) + spread))
+    # the bounds on the side of a kappa of -1 or 1 come from the table with 1/2 added: never
+    # let them pass the estimate
+    return np.minimum(low, kappa), np.maximum(high, kappa)
 
 
 def gwet_ac1(
