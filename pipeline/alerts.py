@@ -15,8 +15,10 @@ that had it, quoting how the window is judged now; should the episode come back,
 is sent again (sql/pending_alerts.sql). A sent resolution that judging its window again no
 longer bears out is put right: the episode's new resolution day is sent, or, while it has not
 resolved, an `unresolved` message says so. A resolution waits on a channel that has not got
-its episode's opening. Channel settings come from the environment or a TOML file; URLs,
-tokens and passwords are never printed, logged or stored."""
+its episode's opening. A channel set up on a warehouse with history (`alert_channels`: when
+alerting began on it) pages only what is news: an episode that had resolved by then is
+recorded as `past` and never sent. Channel settings come from the environment or a TOML
+file; URLs, tokens and passwords are never printed, logged or stored."""
 
 from __future__ import annotations
 
@@ -297,12 +299,15 @@ class Delivery:
 
 @dataclass
 class AlertSummary:
-    """Counts of this call: sent, failed, skipped (already sent earlier), and one Delivery per
-    message it sent, failed or — with dry_run — would send."""
+    """Counts of this call: sent, failed, skipped (already sent earlier), past (events of
+    episodes that had resolved before alerting began on the channel: recorded as `past`,
+    never sent), and one Delivery per message it sent, failed or — with dry_run — would
+    send."""
 
     sent: int = 0
     failed: int = 0
     skipped: int = 0
+    past: int = 0   # recorded, never sent: its episode resolved before the channel was set up
     deliveries: list[Delivery] = field(default_factory=list)
 
     @property
@@ -619,12 +624,31 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
     now = _naive_utc(now)
     by_name = {c.name: c for c in channels}
     opened: set[tuple[str, str]] = set()   # (episode, channel) whose opening went out
-    for row in pending_alerts(con, config, names):
-        held = row["event"] == "resolved" and (row["episode_id"], row["channel"]) not in opened
-        if row["status"] == "sent":
-            summary.skipped += 1
+    past: set[tuple[str, str]] = set()     # (episode, channel) whose opening is history
+    pending = pending_alerts(con, config, names)
+    since = channels_since(con, names, now, record=not dry_run)
+    # when each episode resolved: the end of its resolving window
+    resolved = {row["episode_id"]: row["window_end"] for row in pending
+                if row["event"] == "resolved"}
+    for row in pending:
+        key = (row["episode_id"], row["channel"])
+        held = row["event"] == "resolved" and key not in opened
+        if row["status"] in ("sent", "past"):
+            summary.skipped += row["status"] == "sent"
             if row["event"] == "opened":
-                opened.add((row["episode_id"], row["channel"]))
+                (opened if row["status"] == "sent" else past).add(key)
+            continue
+        # an episode that had resolved before alerting began on the channel is not news
+        # there: its opening, never tried, is recorded past, and so is its resolution
+        if row["status"] is None and (
+                (row["event"] == "opened" and row["episode_id"] in resolved
+                 and resolved[row["episode_id"]] <= since[row["channel"]])
+                or (row["event"] == "resolved" and key in past)):
+            summary.past += 1
+            if row["event"] == "opened":
+                past.add(key)
+            if not dry_run:
+                _record_past(con, row, now)
             continue
         channel, message = by_name[row["channel"]], build_message(row, report)
         if dry_run:
@@ -666,6 +690,36 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
             summary.failed += 1
         summary.deliveries.append(Delivery(channel.name, message, status, attempts, error))
     return summary
+
+
+def channels_since(con, names: list[str], now: datetime, *, record: bool) -> dict[str, datetime]:
+    """When alerting began on each channel (table alert_channels): the first call that had it,
+    `now` for one never seen (recorded when `record`); a channel of an earlier release, with
+    alerts rows but no alert_channels row, began with its first try."""
+    since = {}
+    for name in names:
+        ((known, first),) = con.execute(
+            "SELECT (SELECT min(since) FROM alert_channels WHERE channel = $c), "
+            "(SELECT min(first_tried) FROM alerts WHERE channel = $c)", {"c": name}).fetchall()
+        since[name] = known or first or now
+        if known is None and record:
+            with transaction(con):
+                con.execute("INSERT INTO alert_channels VALUES ($c, $since)",
+                            {"c": name, "since": since[name]})
+    return since
+
+
+def _record_past(con, row: dict, now: datetime) -> None:
+    """Record an event of an episode that resolved before alerting began on its channel as
+    `past`: never sent, and its episode never withdrawn nor put right there."""
+    with transaction(con):
+        run_script(con, "record_alert", {
+            "episode_id": row["episode_id"], "event": row["event"], "channel": row["channel"],
+            "status": "past", "attempts": 0, "last_error": None, "first_tried": now,
+            "last_tried": now, "slice": row["slice"], "metric": row["metric"],
+            "window_start": row["window_start"], "route": row["route"], "k": row["k"],
+            "gold_version": row["gold_version"], "direction": row["direction"],
+            "undelivered_to": None})
 
 
 def send_test(channels: list[Channel], *, now: datetime,

@@ -365,6 +365,7 @@ def alert(warehouse: Warehouse, *, report: str | None = None, now: When = None,
             f"({'; '.join(reasons)}); {summary.sent} sent. They are kept, and the next alert "
             "retries them.")
     return {"sent": summary.sent, "failed": summary.failed, "skipped": summary.skipped,
+            "past": summary.past,
             "channels": [c.name for c in channels]}
 
 

@@ -430,10 +430,10 @@ def cmd_alert(args) -> None:
               f"day {m.window_start:%Y-%m-%d}: {d.status}{why}")
     if args.dry_run:
         print(f"dry run: {len(summary.would_send)} message(s) would be sent, "
-              f"{summary.skipped} already sent; nothing was sent or written.")
+              f"{summary.skipped} already sent{_past(summary)}; nothing was sent or written.")
     else:
         print(f"alerts: {summary.sent} sent, {summary.failed} failed, "
-              f"{summary.skipped} already sent.")
+              f"{summary.skipped} already sent{_past(summary)}.")
         if summary.failed:   # a scheduler sees it; the failed ones are kept to be retried
             raise RecallwatchError(
                 f"{summary.failed} alert(s) could not be delivered (see the lines above); the "
@@ -472,7 +472,7 @@ def cmd_run(args) -> None:
               "resolved (recallwatch export drift_events ...)")
     if summary.alerts:
         print(f"alerts: {summary.alerts.sent} sent, {summary.alerts.failed} failed "
-              "(a failed one is retried by the next run)")
+              "(a failed one is retried by the next run)" + _past(summary.alerts))
     _print_summary_table(args.warehouse)
     if summary.report:
         print(f"report: {summary.report.resolve()}")
@@ -600,6 +600,14 @@ def _print_passages_line(warehouse) -> None:
                          f"{row['last_recall']:.3f}" for row in rows)
     print(f"passages route (RAGAS NonLLM, threshold {SIMILARITY_THRESHOLD}): "
           f"{versions or 'nothing scored'} (mean recall@{scope.k}, first → last day)")
+
+
+def _past(summary) -> str:
+    """The events a channel set up on a history does not page, for the alerts line."""
+    if not summary.past:
+        return ""
+    return (f", {summary.past} of episodes that had resolved before alerting began on their "
+            "channel (recorded as past, not sent)")
 
 
 def _print_summary_table(warehouse) -> None:

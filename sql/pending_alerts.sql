@@ -143,7 +143,8 @@ SELECT e.* EXCLUDE (channel_order),
            -- direction then match any, and the gold set counts as another)
            WHEN a.status IS NULL AND e.event <> 'withdrawn' AND EXISTS (
                 SELECT 1 FROM alerts b
-                WHERE b.status = 'sent' AND b.channel = e.channel AND b.event = e.event
+                WHERE b.status IN ('sent', 'past') AND b.channel = e.channel
+                  AND b.event = e.event
                   AND b.slice = e.slice AND b.metric = e.metric
                   AND b.window_start = e.window_start
                   AND coalesce(b.route, e.route) = e.route AND coalesce(b.k, e.k) = e.k

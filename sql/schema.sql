@@ -305,7 +305,7 @@ CREATE TABLE IF NOT EXISTS alerts (
     episode_id   VARCHAR   NOT NULL,
     event        VARCHAR   NOT NULL,   -- opened | resolved | withdrawn | unresolved
     channel      VARCHAR   NOT NULL,   -- webhook | slack | email
-    status       VARCHAR   NOT NULL,   -- sent | failed
+    status       VARCHAR   NOT NULL,   -- sent | failed | past (never sent: alert_channels)
     attempts     INTEGER   NOT NULL,
     last_error   VARCHAR,              -- why the last attempt failed, without secrets
     first_tried  TIMESTAMP NOT NULL,
@@ -333,6 +333,14 @@ ALTER TABLE alerts ADD COLUMN IF NOT EXISTS direction VARCHAR;
 -- Added later still: the recipients of a mail the server refused while taking it for the
 -- others; its retries go to them alone, so nobody gets a page twice (NULL: all, or none).
 ALTER TABLE alerts ADD COLUMN IF NOT EXISTS undelivered_to VARCHAR[];
+
+-- One row per alert channel: when alerting began on it (the first `alert` that had it). The
+-- events of an episode that had resolved by then are recorded in `alerts` as `past`, never
+-- sent: setting up a channel on a warehouse with history pages only what is still open.
+CREATE TABLE IF NOT EXISTS alert_channels (
+    channel VARCHAR   NOT NULL,   -- webhook | slack | email
+    since   TIMESTAMP NOT NULL    -- UTC
+);
 
 -- Public. One row per data-quality check of an interval [interval_start, interval_end) and
 -- stage: 'files', the interval's log files before they are loaded (a blocking failure keeps

@@ -202,8 +202,14 @@ def void_from(con, number: int) -> None:
     con.execute("DELETE FROM window_metrics WHERE window_start >= $d", {"d": day(number)})
 
 
+def set_up(con, channels) -> None:
+    """The channels set up before the replay's first day: everything after is news to them."""
+    send_alerts(con, CONFIG, channels, now=day(1), backoff=0.01)
+
+
 def paged_replay(con, channels, last: int) -> None:
-    """Days 1 to `last` of the replay, their messages sent."""
+    """Days 1 to `last` of the replay, their messages sent (the channels set up before)."""
+    set_up(con, channels)
     for number in range(1, last + 1):
         insert_replay_day(con, number)
     send_alerts(con, CONFIG, channels, now=morning_after(last), backoff=0.01)
@@ -310,11 +316,71 @@ def test_a_30_day_replay_sends_one_opened_and_one_resolved_message_per_channel(
     assert {r[9] for r in recorded[3:]} == {day(15)}
 
 
+def test_a_channel_set_up_on_a_history_pages_only_the_episode_still_open(warehouse, hook):
+    # a year of logs backfilled, then a channel configured: the drops that opened and resolved
+    # before are recorded, not paged; the one going on now is paged, and resolves as news
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 31):
+        insert_replay_day(warehouse, number)                      # ep-all-1: days 8-14
+    for number in range(31, 36):
+        insert_drift(warehouse, number, state="opened" if number == 33 else
+                     "ongoing" if number > 33 else "none",
+                     decision="drop" if number >= 33 else "stable",
+                     episode="ep-all-2" if number >= 33 else None, value=0.6, delta=-0.2)
+
+    dry = send_alerts(warehouse, CONFIG, channels, dry_run=True, now=morning_after(35))
+    assert ([(d.message.episode_id, d.message.event) for d in dry.would_send], dry.past) == \
+        ([("ep-all-2", "opened")], 2)
+    assert rows(warehouse, "alerts") == rows(warehouse, "alert_channels") == []
+    first = send_alerts(warehouse, CONFIG, channels, now=morning_after(35), backoff=0.01)
+
+    assert events_sent(hook) == [("opened", "drop", "ep-all-2", "2026-12-03")]
+    assert (first.sent, first.failed, first.past) == (1, 0, 2)
+    assert warehouse.execute(
+        "SELECT episode_id, event, status, attempts FROM alerts ORDER BY window_start"
+    ).fetchall() == [("ep-all-1", "opened", "past", 0), ("ep-all-1", "resolved", "past", 0),
+                     ("ep-all-2", "opened", "sent", 1)]
+    # the past episode stays unsent, also when a re-judged day moves its resolution
+    for table in ("drift_events", "window_metrics"):
+        warehouse.execute(f"DELETE FROM {table} WHERE window_start BETWEEN $a AND $b",
+                          {"a": day(15), "b": day(17)})
+    for number in range(15, 17):
+        insert_drift(warehouse, number, state="ongoing", decision="drop", episode="ep-all-1",
+                     value=0.62, delta=-0.18)
+    insert_drift(warehouse, 17, state="resolved", decision="stable", episode="ep-all-1",
+                 value=0.79, delta=-0.01)
+    insert_drift(warehouse, 36, state="resolved", decision="stable", episode="ep-all-2",
+                 value=0.8, delta=0.0)
+    again = send_alerts(warehouse, CONFIG, channels, now=morning_after(36), backoff=0.01)
+    assert events_sent(hook)[1:] == [("resolved", "drop", "ep-all-2", "2026-12-06")]
+    assert (again.sent, again.failed, again.past) == (1, 0, 1)
+    # a channel added later is a new channel: its history is past too
+    mail_hook = [Channel("slack", url=hook.url("/services/T0/B0/xyz"))]
+    third = send_alerts(warehouse, CONFIG, mail_hook, now=morning_after(36), backoff=0.01)
+    assert (third.sent, third.past) == (0, 4) and not hook.on("/services/T0/B0/xyz")
+
+
+def test_alert_on_a_history_says_what_it_did_not_page(tmp_path, hook, monkeypatch, capsys):
+    for name in [k for k in os.environ if k.startswith("RECALLWATCH_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RECALLWATCH_WEBHOOK_URL", hook.url("/hook/ab12"))
+    path = tmp_path / "w.duckdb"
+    with connect(path) as con:
+        for number in range(1, 21):
+            insert_replay_day(con, number)
+    assert cli.main(["--warehouse", str(path), "alert"]) == 0
+    assert ("alerts: 0 sent, 0 failed, 0 already sent, 2 of episodes that had resolved before "
+            "alerting began on their channel (recorded as past, not sent).") \
+        in capsys.readouterr().out
+    assert hook.received == []
+
+
 def test_sending_again_over_the_same_rows_sends_nothing_and_changes_no_row(
         warehouse, hook, smtp):
+    channels = channels_for(hook, smtp)
+    set_up(warehouse, channels)
     for number in range(1, 31):
         insert_replay_day(warehouse, number)
-    channels = channels_for(hook, smtp)
     first = send_alerts(warehouse, CONFIG, channels, now=morning_after(30), backoff=0.01)
     assert (first.sent, first.failed, first.skipped) == (6, 0, 0)
     before, drift = rows(warehouse, "alerts"), rows(warehouse, "drift_events")
@@ -610,6 +676,7 @@ def test_a_resolution_waits_on_a_channel_that_has_not_got_the_opening(warehouse,
     # the first call on a history: the opening fails on the webhook; its resolution must not
     # reach the channel first, and both go out, in order, once it is back
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    set_up(warehouse, channels)
     for number in range(1, 16):
         insert_replay_day(warehouse, number)
     hook.fail(3)
@@ -722,7 +789,7 @@ def test_the_api_step_a_scheduled_task_calls_fails_when_a_delivery_fails_and_ret
         assert con.sql("SELECT event, status, attempts FROM alerts").fetchall() == [
             ("opened", "failed", 3)]
     assert api.alert(path, now=morning_after(11)) == {
-        "sent": 1, "failed": 0, "skipped": 0, "channels": ["webhook"]}
+        "sent": 1, "failed": 0, "skipped": 0, "past": 0, "channels": ["webhook"]}
 
 
 def test_run_does_everything_and_exits_2_when_an_alert_could_not_be_delivered(
@@ -837,8 +904,10 @@ def test_control_characters_of_a_slice_reach_no_mail_header_nor_terminal(
 
 
 def test_dry_run_sends_and_writes_nothing_but_lists_what_would_go(warehouse, hook, smtp):
+    set_up(warehouse, channels_for(hook, smtp))
     for number in range(1, 16):
         insert_replay_day(warehouse, number)
+    since = rows(warehouse, "alert_channels")
 
     summary = send_alerts(warehouse, CONFIG, channels_for(hook, smtp), dry_run=True,
                           now=morning_after(15))
@@ -847,6 +916,7 @@ def test_dry_run_sends_and_writes_nothing_but_lists_what_would_go(warehouse, hoo
         ("webhook", "opened"), ("slack", "opened"), ("email", "opened"),
         ("webhook", "resolved"), ("slack", "resolved"), ("email", "resolved")]
     assert (hook.received, smtp.messages, rows(warehouse, "alerts")) == ([], [], [])
+    assert rows(warehouse, "alert_channels") == since
 
 
 def test_rows_of_other_cutoffs_metrics_grains_or_states_send_nothing(warehouse, hook):
