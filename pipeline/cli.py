@@ -628,7 +628,8 @@ def _print_summary_table(warehouse) -> None:
         print("no scored windows yet.")
         return
     served = " (the most common served k)" if why == SERVED_K_CHOICE else ""
-    table = Table(title=f"mean recall@{scope.k} per day{served}, slice all, route {scope.route}")
+    table = Table(title=f"mean recall@{scope.k} per day{served}, each index version's own "
+                        f"slice, route {scope.route}")
     for name in ("index version", "k", "gold version", "days", "n", "first day", "last day",
                  "lowest day", "max index size"):
         # logged text: may be long, must not be read as markup nor reach the terminal as

@@ -14,10 +14,11 @@ from pipeline.warehouse import queries
 
 
 def index_version_summary(con: duckdb.DuckDBPyConnection, scope: Scope) -> list[dict]:
-    """Rows of daily window_metrics (slice 'all') at the scope's route and k, one per index
-    version x gold version in order of first day, with keys index_version, gold_version,
-    days, n, first_recall, last_recall, lowest, index_size. Every gold set is listed, not only
-    the scope's. Empty when the scope has no k (nothing scored)."""
+    """Rows of daily window_metrics (each index version's own slice, 'index_version=<v>') at
+    the scope's route and k, one per index version x gold version in order of first day, with
+    keys index_version, gold_version, days, n, first_recall, last_recall, lowest, index_size.
+    Every gold set is listed, not only the scope's. Empty when the scope has no k (nothing
+    scored)."""
     if scope.k is None:
         return []
     return rows(con, queries("report_sections")["index_version_summary"],
