@@ -153,6 +153,19 @@ WHERE grain = 'day' AND route = $route AND k = $k AND gold_version = $gold_versi
 QUALIFY window_start = max(window_start) OVER ()
 ORDER BY slice <> 'all', NOT starts_with(slice, 'index_version='), slice;
 
+-- name: absent_slices
+-- The slices of window_metrics with no row on the latest day (no request of theirs that day),
+-- with the last day they had, for the note under the per-slice table.
+-- Grain: one row per such slice, by name. Parameters: $route, $k, $gold_version.
+SELECT slice, CAST(max(window_start) AS DATE) AS last_day
+FROM window_metrics
+WHERE grain = 'day' AND route = $route AND k = $k AND gold_version = $gold_version
+GROUP BY slice
+HAVING max(window_start) < (SELECT max(window_start) FROM window_metrics
+                            WHERE grain = 'day' AND route = $route AND k = $k
+                              AND gold_version = $gold_version)
+ORDER BY slice;
+
 -- name: index_version_summary
 -- The shape of drift at a glance, for the table the CLI prints after a run: per index version
 -- and gold set, the days on which requests used that version (its own slice, so a day that

@@ -466,3 +466,27 @@ def test_empty_warehouse_writes_a_report_saying_nothing_is_scored(tmp_path, load
     if loaded:
         assert "gs-1" in text and "invalid JSON" in text
 
+
+
+def test_slices_without_requests_on_the_latest_day_are_named_not_left_out(tmp_path):
+    # a tenant that logged only on the first day has no row on the latest day: the per-slice
+    # table says so, with the last day it had, instead of leaving it out without a word
+    from conftest import golden, request, write_jsonl
+
+    from pipeline.run import run
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r-1", ["a"], ts="2026-11-01T10:00:00Z", tags={"tenant": "early"}),
+        request("r-2", ["a", "b"], ts="2026-11-01T11:00:00Z", tags={"tenant": "both"}),
+        request("r-3", ["b"], ts="2026-11-02T10:00:00Z", tags={"tenant": "both"})])
+    with connect(tmp_path / "w.duckdb") as con:
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1")
+        out = write_report(con, tmp_path / "report")
+    html = Path(out).read_text(encoding="utf-8")
+    section = html[html.index('<section id="slices">'):html.index('<section id="drift">')]
+    assert "tenant=both" in section and "Each slice on 2026-11-02" in section
+    text = re.sub(r"<[^>]+>", "", section)
+    assert "1 slice had no requests on 2026-11-02: tenant=early (last day 2026-11-01)" in text

@@ -440,6 +440,9 @@ def _dominant(causes: Counter[str]) -> str:
 # Section 7: per-slice table for the latest day
 
 
+ABSENT_SHOWN = 20   # slices without requests on the latest day named under its table
+
+
 def latest_section(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict | None:
     if scope.k is None:
         return None
@@ -448,5 +451,9 @@ def latest_section(con: duckdb.DuckDBPyConnection, scope: Scope) -> dict | None:
         return None
     overall = next((row for row in found if row["slice"] == "all"), None)
     n = overall["n"] if overall else max(row["n"] for row in found)
+    # slices with no request that day are named, with their last day, not left out unsaid
+    absent = rows(con, _section_sql("absent_slices"), **scope.params("route", "k",
+                                                                     "gold_version"))
     return {"day": found[0]["day"], "rows": found, "overall": overall,
-            "caption": scope.caption(n)}
+            "caption": scope.caption(n), "absent": absent[:ABSENT_SHOWN],
+            "n_absent": len(absent)}
