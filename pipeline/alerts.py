@@ -648,7 +648,8 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
             if row["event"] == "opened":
                 past.add(key)
             if not dry_run:
-                _record_past(con, row, now)
+                _record(con, row, status="past", attempts=0, last_error=None, first_tried=now,
+                        now=now, undelivered=None)
             continue
         channel, message = by_name[row["channel"]], build_message(row, report)
         if dry_run:
@@ -673,15 +674,8 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
             opened.add((row["episode_id"], channel.name))
         status = "sent" if error is None else "failed"
         attempts = (row["attempts"] or 0) + tries
-        with transaction(con):
-            run_script(con, "record_alert", {
-                "episode_id": message.episode_id, "event": message.event,
-                "channel": channel.name, "status": status, "attempts": attempts,
-                "last_error": error, "first_tried": row["first_tried"] or now,
-                "last_tried": now, "slice": message.slice, "metric": message.metric,
-                "window_start": message.window_start, "route": row["route"], "k": row["k"],
-                "gold_version": row["gold_version"], "direction": row["direction"],
-                "undelivered_to": list(undelivered) if undelivered else None})
+        _record(con, row, status=status, attempts=attempts, last_error=error,
+                first_tried=row["first_tried"] or now, now=now, undelivered=undelivered)
         log.info("alert %s on slice %s %s via %s: %s%s", message.event, message.slice,
                  message.metric, channel.name, status, f" ({error})" if error else "")
         if error is None:
@@ -709,17 +703,20 @@ def channels_since(con, names: list[str], now: datetime, *, record: bool) -> dic
     return since
 
 
-def _record_past(con, row: dict, now: datetime) -> None:
-    """Record an event of an episode that resolved before alerting began on its channel as
-    `past`: never sent, and its episode never withdrawn nor put right there."""
+def _record(con, row: dict, *, status: str, attempts: int, last_error: str | None,
+            first_tried: datetime, now: datetime, undelivered) -> None:
+    """Replace the alerts row of one event (a row of sql/pending_alerts.sql) on its channel, in
+    a transaction of its own: sent or failed after a delivery, or past (an episode that had
+    resolved before alerting began on the channel: never sent, withdrawn nor put right)."""
     with transaction(con):
         run_script(con, "record_alert", {
             "episode_id": row["episode_id"], "event": row["event"], "channel": row["channel"],
-            "status": "past", "attempts": 0, "last_error": None, "first_tried": now,
-            "last_tried": now, "slice": row["slice"], "metric": row["metric"],
-            "window_start": row["window_start"], "route": row["route"], "k": row["k"],
-            "gold_version": row["gold_version"], "direction": row["direction"],
-            "undelivered_to": None})
+            "status": status, "attempts": attempts, "last_error": last_error,
+            "first_tried": first_tried, "last_tried": now, "slice": row["slice"],
+            "metric": row["metric"], "window_start": row["window_start"],
+            "route": row["route"], "k": row["k"], "gold_version": row["gold_version"],
+            "direction": row["direction"],
+            "undelivered_to": list(undelivered) if undelivered else None})
 
 
 def send_test(channels: list[Channel], *, now: datetime,

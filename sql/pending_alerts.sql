@@ -134,25 +134,12 @@ SELECT e.* EXCLUDE (channel_order),
            WHEN e.event = 'opened' AND a.status = 'sent'
                 AND (e.episode_id, e.channel) IN (SELECT (episode_id, channel) FROM withdrawn)
                THEN NULL
-           -- the same event (slice, route, k, metric, window, direction) sent for the episode
-           -- as another gold set judged it counts as sent, unless that one was withdrawn:
-           -- loading a new gold version re-judges the whole history and would otherwise page
-           -- every past episode again. Under the same gold set another episode is news (a
-           -- moved start, a rise where a drop was), and so is another direction (route, k,
-           -- gold_version and direction are NULL in rows of earlier warehouses: route, k and
-           -- direction then match any, and the gold set counts as another)
-           WHEN a.status IS NULL AND e.event <> 'withdrawn' AND EXISTS (
-                SELECT 1 FROM alerts b
-                WHERE b.status IN ('sent', 'past') AND b.channel = e.channel
-                  AND b.event = e.event
-                  AND b.slice = e.slice AND b.metric = e.metric
-                  AND b.window_start = e.window_start
-                  AND coalesce(b.route, e.route) = e.route AND coalesce(b.k, e.k) = e.k
-                  AND coalesce(b.direction, e.direction) = e.direction
-                  AND b.gold_version IS DISTINCT FROM e.gold_version
-                  AND (b.episode_id, b.channel) NOT IN (SELECT (episode_id, channel)
-                                                        FROM withdrawn))
-               THEN 'sent'
+           -- the same event (slice, route, k, metric, window, direction) sent, or recorded
+           -- as past, for the episode as another gold set judged it counts as that, unless
+           -- it was withdrawn: loading a new gold version re-judges the whole history and
+           -- would otherwise page every past episode again
+           WHEN a.status IS NULL AND e.event <> 'withdrawn' AND elsewhere.status IS NOT NULL
+               THEN elsewhere.status
            -- a resolution sent for another day of the episode (it resolves later now)
            WHEN e.event = 'resolved' AND a.window_start <> e.window_start THEN NULL
            ELSE a.status
@@ -168,5 +155,19 @@ SELECT e.* EXCLUDE (channel_order),
 FROM pending e
 LEFT JOIN alerts a
        ON a.episode_id = e.episode_id AND a.event = e.event AND a.channel = e.channel
+-- the event as another gold set judged it: 'sent' if it went out, else 'past'. Under the same
+-- gold set another episode is news (a moved start, a rise where a drop was), and so is
+-- another direction (route, k, gold_version and direction are NULL in rows of earlier
+-- warehouses: route, k and direction then match any, and the gold set counts as another)
+LEFT JOIN LATERAL (
+    SELECT max(b.status) AS status   -- 'sent' over 'past'
+    FROM alerts b
+    WHERE b.status IN ('sent', 'past') AND b.channel = e.channel AND b.event = e.event
+      AND b.slice = e.slice AND b.metric = e.metric AND b.window_start = e.window_start
+      AND coalesce(b.route, e.route) = e.route AND coalesce(b.k, e.k) = e.k
+      AND coalesce(b.direction, e.direction) = e.direction
+      AND b.gold_version IS DISTINCT FROM e.gold_version
+      AND (b.episode_id, b.channel) NOT IN (SELECT (episode_id, channel) FROM withdrawn)
+) elsewhere ON true
 ORDER BY e.window_start, e.event <> 'withdrawn', e.slice, e.metric, e.route, e.gold_version,
          e.episode_id, e.event, e.channel_order;

@@ -227,7 +227,7 @@ SKEWED_AUDITS = [(50, 0.9, 0.97, 0.7), (50, 0.95, 0.98, 0.6), (50, 0.9, 0.99, 0.
 def test_the_lower_bound_of_kappa_is_above_the_true_kappa_no_more_often_than_it_may(
         n, prevalence, sensitivity, specificity):
     # The audit bar reads the lower bound of kappa's 95 % interval, which may lie above the
-    # judge's true kappa in 2.5 % of audits. The Wald interval's did in 7-39 % of these (an
+    # judge's true kappa in 2.5 % of audits. The Wald interval's did in 7-37 % of these (an
     # audit with no disagreement gave the point [1, 1]), so a judge below the bar passed it.
     true_kappa, tables = _judge_audits(n, prevalence, sensitivity, specificity, 4000, seed=n)
     kappa = cohens_kappa(*tables)

@@ -360,6 +360,29 @@ def test_a_channel_set_up_on_a_history_pages_only_the_episode_still_open(warehou
     assert (third.sent, third.past) == (0, 4) and not hook.on("/services/T0/B0/xyz")
 
 
+def test_a_past_episode_stays_past_when_a_new_gold_set_moves_its_resolution(warehouse, hook):
+    # recorded as past under g1; g2 re-judges the same drop, which now resolves a day later:
+    # its resolution is not news on a channel that never got the opening
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    for number in range(1, 21):
+        insert_replay_day(warehouse, number)
+    assert send_alerts(warehouse, CONFIG, channels, now=morning_after(20), backoff=0.01).past == 2
+    for number in range(1, 21):
+        if number == 15:
+            insert_drift(warehouse, 15, state="ongoing", decision="drop", episode="ep-g2-1",
+                         value=0.62, delta=-0.18, gold="g2")
+        elif number == 16:
+            insert_drift(warehouse, 16, state="resolved", decision="stable",
+                         episode="ep-g2-1", value=0.79, delta=-0.01, gold="g2")
+        else:
+            insert_replay_day(warehouse, number, episode="ep-g2-1", gold="g2")
+
+    again = send_alerts(warehouse, Config(cutoffs=(1, 5, 10), gold_version="g2"), channels,
+                        now=morning_after(21), backoff=0.01)
+
+    assert hook.received == [] and (again.sent, again.failed, again.past) == (0, 0, 1)
+
+
 def test_alert_on_a_history_says_what_it_did_not_page(tmp_path, hook, monkeypatch, capsys):
     for name in [k for k in os.environ if k.startswith("RECALLWATCH_")]:
         monkeypatch.delenv(name)
