@@ -65,18 +65,27 @@ def ingest_logs(warehouse: Warehouse, paths: list[str], *, max_record_bytes: int
                     progress=progress, options=options)
 
 
-def ingest_gold(warehouse: Warehouse, path: str, version: str):
+def ingest_gold(warehouse: Warehouse, path: str, version: str,
+                index_version: str | None = None):
     """Load one gold-set version in one transaction. A version is immutable: the same content
-    again is a no-op (idempotent), other content under a loaded version is an error. See
-    pipeline.ingest.gold."""
+    again is a no-op (idempotent), other content under a loaded version is an error.
+    `index_version`: the index whose chunk IDs the gold set names (compared by content on the
+    others). See pipeline.ingest.gold."""
     from pipeline.ingest import ingest_gold as load
     from pipeline.rebuild import carry_again
 
     with connect(warehouse) as con:
-        result = load(con, path, version)
+        result = load(con, path, version, index_version)
         if not result.skipped:   # its gold chunks are carried to each rebuilt index
             carry_again(con)
         return result
+
+
+def has_manifest(warehouse: Warehouse, index_version: str) -> bool:
+    """Whether the chunk manifest of `index_version` is loaded."""
+    with connect(warehouse) as con:
+        return bool(con.execute("SELECT 1 FROM index_chunks WHERE index_version = $v LIMIT 1",
+                                {"v": index_version}).fetchall())
 
 
 def ingest_index(warehouse: Warehouse, path: str, version: str):

@@ -132,9 +132,15 @@ def cmd_ingest_logs(args) -> None:
 def cmd_ingest_gold(args) -> None:
     from pipeline import api
 
-    result = api.ingest_gold(args.warehouse, args.path, args.version)
+    result = api.ingest_gold(args.warehouse, args.path, args.version, args.index_version)
+    named = ""
+    if args.index_version is not None:
+        named = f"; names the chunks of index {printable(args.index_version)}"
+        if not api.has_manifest(args.warehouse, args.index_version):
+            named += (" (its manifest is not loaded: the IDs are compared as they are until "
+                      f"`recallwatch ingest index PATH --version {args.index_version}`)")
     print(f"gold {printable(args.version)} from {printable(result.source)}: "
-          f"{_file_state(result)}")
+          f"{_file_state(result)}{named}")
 
 
 def cmd_ingest_index(args) -> None:
@@ -344,6 +350,10 @@ def cmd_rebuild(args) -> None:
               f"{printable(row['gold_id'])} (gold set {printable(row['gold_version'])})")
     if len(result["not_carried"]) > 20:
         print(f"  ... {len(result['not_carried']) - 20} more (table carried_gold_ids)")
+    for named in result["named"]:
+        print(f"gold set {printable(named['gold_version'])} names the chunks of index "
+              f"{printable(named['index_version'])}: not carried, compared by content on the "
+              "other indexes")
     if not result["gold_loaded"]:
         print("no gold set is loaded yet: the rebuild is recorded, and its gold chunks are "
               "carried when one is (`recallwatch ingest gold PATH --version V`)")
@@ -691,6 +701,10 @@ def _ingest_commands(sub, command) -> None:
     p = command(ingest_sub, "gold", help="a gold set (JSONL, CSV or Parquet) as one version")
     p.add_argument("path")
     p.add_argument("--version", required=True, help="gold-set version, e.g. gold-2026-11")
+    p.add_argument("--index-version", metavar="V",
+                   help="the index version whose chunk IDs the gold set names: compared as "
+                        "they are on requests V served, by content on the other indexes "
+                        "(default: the indexes that served before each rebuild)")
     p.set_defaults(func=cmd_ingest_gold)
     p = command(ingest_sub, "index", help="the chunk manifest of one index version")
     p.add_argument("path")

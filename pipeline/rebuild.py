@@ -59,6 +59,9 @@ class RebuildResult:
     gold_loaded: bool = True           # False: recorded, carried when a gold set is loaded
     live_again: datetime | None = None  # the --live-from given, when the index had gone live
                                         # before it (live_from is then its first go-live)
+    # (gold version, index version) of each gold set that names one index's chunks: compared
+    # by content on the others (sql/carry_named_gold.sql), not carried, not counted above
+    named: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict:
         """Plain values (ISO dates, lists, dicts) for JSON and the CLI."""
@@ -79,6 +82,7 @@ class RebuildResult:
             "days_aggregated": [day.date().isoformat() for day in self.days_aggregated],
             "gold_loaded": self.gold_loaded,
             "live_again": self.live_again.isoformat() if self.live_again else None,
+            "named": [{"gold_version": g, "index_version": i} for g, i in self.named],
         }
 
 
@@ -114,14 +118,17 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
         carried={how: counts.get(how, 0) for how in CARRY_HOWS},
         not_carried=tuple(NotCarried(*row) for row in lost),
         days_rescored=tuple(rescored), days_aggregated=tuple(aggregated),
-        gold_loaded=gold_loaded, live_again=given if given != live_from else None)
+        gold_loaded=gold_loaded, live_again=given if given != live_from else None,
+        named=tuple(con.execute("SELECT gold_version, index_version FROM gold_versions WHERE "
+                                "index_version IS NOT NULL ORDER BY seq").fetchall()))
 
 
 def carry_again(con) -> None:
     """Carry every gold set's chunks anew to each rebuilt index (in the order they went live,
-    as rebuilds chain through the index before): a manifest or gold set loaded since changes
-    what they match, and logs loaded since can change which index served last before each
-    went live. The days it changes are found stale by the next scoring; carrying what is
+    as rebuilds chain through the index before), and those of a gold set that names one
+    index's chunks to every other index: a manifest or gold set loaded since changes what
+    they match, and logs loaded since can change which index served last before each went
+    live. The days it changes are found stale by the next scoring; carrying what is
     already carried changes nothing."""
     rebuilt = con.execute("SELECT index_version, live_from FROM rebuilds ORDER BY 2, 1"
                           ).fetchall()
@@ -129,6 +136,8 @@ def carry_again(con) -> None:
         with transaction(con):
             run_script(con, "carry_gold_ids", {"index_version": index_version,
                                                 "live_from": live_from})
+    with transaction(con):   # the gold sets that name one index's chunks
+        run_script(con, "carry_named_gold")
 
 
 def _catch_up(con, index_version: str, live_from: datetime,

@@ -60,10 +60,12 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
     loaded += [("index", version, ingest_index(con, path, version))
                for path, version in index or []]
     summary = ingest_logs(con, logs, progress=progress, options=read) if logs else None
-    if con.execute("SELECT 1 FROM rebuilds LIMIT 1").fetchall():
+    if con.execute("SELECT 1 FROM rebuilds UNION ALL SELECT 1 FROM gold_versions "
+                   "WHERE index_version IS NOT NULL LIMIT 1").fetchall():
         from pipeline.rebuild import carry_again
 
-        # a rebuilt index's carried gold IDs follow the content loaded since and the logs,
+        # a rebuilt index's carried gold IDs (and the IDs a gold set naming one index's
+        # chunks is compared as elsewhere) follow the content loaded since and the logs,
         # also those loaded by `ingest logs` before this run (late days can change which
         # index served last before a rebuild)
         carry_again(con)

@@ -35,6 +35,7 @@ PUBLIC_TABLES = ("request_scores", "recall_at_k", "window_metrics", "quarantine"
 INTERNAL_TABLES = (
     "requests", "request_copies", "request_cutoffs", "goldens", "gold_versions", "index_chunks",
     "ingest_files", "settings", "score_windows", "window_sums", "carried_gold_ids", "rebuilds",
+    "named_gold_ids",
     "judge_verdicts", "golden_claims", "audit_labels",
 )
 _IDENTIFIERS = frozenset(PUBLIC_TABLES + INTERNAL_TABLES)

@@ -21,7 +21,11 @@ DELETE FROM carried_gold_ids WHERE index_version = $index_version;
 INSERT INTO carried_gold_ids
     (gold_version, index_version, gold_chunk_id, carried_chunk_id, how, from_version, live_from)
 WITH gold_chunks AS (
+    -- a gold set that names one index's chunks is compared by content from that index
+    -- (sql/carry_named_gold.sql), never carried as if it named the index before a rebuild
     SELECT DISTINCT gold_version, unnest(gold_chunk_ids) AS gold_chunk_id FROM goldens
+    WHERE gold_version NOT IN (SELECT gold_version FROM gold_versions
+                               WHERE index_version IS NOT NULL)
 ),
 served AS (
     SELECT index_version, max(timestamp) FILTER (WHERE timestamp < $live_from) AS last_served,

@@ -1,6 +1,7 @@
 -- day_manifests: what each UTC day's scores depend on beyond its requests and the gold set:
 -- the manifest content of every index version that served the day, and the gold chunk IDs a
--- rebuild carried to it (pipeline/rebuild.py). Recorded per scored day in score_windows and
+-- rebuild carried to it or a gold set naming another index's chunks is compared as there
+-- (pipeline/rebuild.py). Recorded per scored day in score_windows and
 -- compared by sql/stale_score_days.sql, so loading a manifest makes stale only the days that
 -- its index version served (the next index's manifest, loaded ahead, makes none).
 -- Grain: temp table day_manifests, one row per day with requests in [$first, $last) (NULL:
@@ -23,7 +24,11 @@ carried AS (
     SELECT index_version,
            md5(string_agg(to_json([gold_version, gold_chunk_id, carried_chunk_id])::VARCHAR,
                           ',' ORDER BY gold_version, gold_chunk_id, carried_chunk_id)) AS ids
-    FROM carried_gold_ids
+    FROM (SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id
+          FROM carried_gold_ids
+          UNION ALL
+          SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id
+          FROM named_gold_ids)
     GROUP BY index_version
 )
 SELECT day,

@@ -71,6 +71,20 @@ FROM carried_gold_ids
 WHERE index_version = $index_version AND gold_version = $gold_version
 GROUP BY how;
 
+-- name: gold_set_names
+-- The index version whose chunks a gold set names (`ingest gold --index-version`), NULL when
+-- it is carried by rebuilds. Parameters: $gold_version.
+SELECT index_version FROM gold_versions WHERE gold_version = $gold_version;
+
+-- name: named_compared
+-- The gold chunks of a gold set that names one index's chunks per how they are compared on
+-- another index (a chunk compared as several IDs counts once). Grain: one row per how.
+-- Parameters: $index_version, $gold_version.
+SELECT how, count(DISTINCT gold_chunk_id) AS chunks
+FROM named_gold_ids
+WHERE index_version = $index_version AND gold_version = $gold_version
+GROUP BY how;
+
 -- name: rebuild_not_carried
 -- The gold chunks of the scope's gold set that were not carried to one index version (gone,
 -- unknown), one row per golden that needs them, with its misses of that chunk among the

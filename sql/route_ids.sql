@@ -6,11 +6,19 @@
 -- Causes: beyond_k (logged, but placed past k), not_in_index (the manifest of the request's
 -- index version lacks it), not_retrieved (otherwise).
 -- After a rebuild (carried_gold_ids, sql/carry_gold_ids.sql) a request of the rebuilt index
+-- (and, for a gold set that names one index's chunks, a request of any other index:
+-- named_gold_ids, sql/carry_named_gold.sql)
 -- compares each gold chunk as the IDs it was carried to (its best place among them; none for a
 -- gone chunk, which stays a miss, not_in_index); needed_items and miss_causes keep the gold ID.
 
 CREATE OR REPLACE TEMP TABLE route_window AS
-WITH carried_items AS (
+WITH compared_ids AS (
+    -- a gold set is carried by rebuilds or names one index's chunks, never both
+    SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id FROM carried_gold_ids
+    UNION ALL
+    SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id FROM named_gold_ids
+),
+carried_items AS (
     -- each gold chunk of the gold set's goldens on each index a rebuild carried the gold set
     -- to, with the IDs it is compared as there (none for a gone chunk)
     SELECT g.gold_id, v.index_version, g.position,
@@ -20,9 +28,9 @@ WITH carried_items AS (
     FROM (SELECT gold_version, gold_id, unnest(gold_chunk_ids) AS chunk_id,
                  generate_subscripts(gold_chunk_ids, 1) AS position
           FROM goldens) g
-    JOIN (SELECT DISTINCT gold_version, index_version FROM carried_gold_ids) v
+    JOIN (SELECT DISTINCT gold_version, index_version FROM compared_ids) v
       ON v.gold_version = $gold_version AND g.gold_version = v.gold_version
-    LEFT JOIN carried_gold_ids k
+    LEFT JOIN compared_ids k
       ON k.gold_version = g.gold_version AND k.index_version = v.index_version
      AND k.gold_chunk_id = g.chunk_id
     GROUP BY g.gold_id, v.index_version, g.position, g.chunk_id

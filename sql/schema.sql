@@ -85,6 +85,10 @@ CREATE TABLE IF NOT EXISTS gold_versions (
     n_goldens    BIGINT  NOT NULL
 );
 
+-- The index version whose chunk IDs the gold set names (`ingest gold --index-version`); NULL:
+-- the indexes that served before each rebuild (its IDs are carried to rebuilt indexes).
+ALTER TABLE gold_versions ADD COLUMN IF NOT EXISTS index_version VARCHAR;
+
 -- Index manifest: one row per chunk per index version.
 CREATE TABLE IF NOT EXISTS index_chunks (
     index_version VARCHAR NOT NULL,
@@ -189,6 +193,20 @@ INSERT INTO rebuilds
 SELECT index_version, min(live_from) FROM carried_gold_ids
 WHERE index_version NOT IN (SELECT index_version FROM rebuilds)
 GROUP BY index_version;
+
+-- A gold set loaded with `ingest gold --index-version V` names the chunks of index V: its
+-- chunk IDs are compared as they are on requests V served, and by content on every other
+-- index with a manifest (written by sql/carry_named_gold.sql; rebuilds never carry it). One
+-- row per gold version x other index version x gold chunk x chunk compared as, as in
+-- carried_gold_ids.
+CREATE TABLE IF NOT EXISTS named_gold_ids (
+    gold_version     VARCHAR NOT NULL,
+    index_version    VARCHAR NOT NULL,   -- an index other than the one the gold set names
+    gold_chunk_id    VARCHAR NOT NULL,   -- as the gold set names it
+    carried_chunk_id VARCHAR,            -- compared as this ID; NULL when gone
+    how              VARCHAR NOT NULL,   -- same_id | content_hash | gone | unknown
+    from_version     VARCHAR NOT NULL    -- the index the gold set names
+);
 
 -- Public. One row per missing gold chunk of a scored request.
 CREATE TABLE IF NOT EXISTS miss_causes (

@@ -13,6 +13,7 @@ import pytest
 from scipy import stats as sp
 
 from pipeline import cli
+from pipeline.errors import RecallwatchError
 from pipeline.ingest import ingest_gold, ingest_index, ingest_logs
 from pipeline.rebuild import rebuild
 from pipeline.report import write_report
@@ -178,6 +179,100 @@ def test_a_gold_set_loaded_by_run_after_a_rebuild_is_carried_to_it(con, world, t
     write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["c-1"])])
     run(con, gold=str(tmp_path / "gold2.jsonl"), gold_version="v2")
     assert recall_of(con, "a-8-0") == 1.0   # n-1 holds c-1's content: found
+
+
+# a gold set written after the rebuild, against idx-2: its c-3 is idx-2's "gamma, rewritten",
+# its n-1 idx-2's "alpha"
+GOLD_OF_IDX_2 = [golden("g-1", ["n-1", "c-2"]),
+                 golden("g-2", ["c-3"], question="What is the fee?")]
+
+
+def named(con) -> list[tuple]:
+    return con.sql("SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id, how, "
+                   "from_version FROM named_gold_ids ORDER BY ALL").fetchall()
+
+
+def test_a_gold_set_written_against_the_new_index_names_its_chunks_there(con, world, tmp_path):
+    rebuild(con, "idx-2", world, LIVE)
+    write_jsonl(tmp_path / "gold2.jsonl", GOLD_OF_IDX_2)
+    ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2", index_version="idx-2")
+    run(con)
+    # idx-2 served a-8-3 its own c-3, the chunk the gold set names: found (carried from idx-1
+    # as if it named idx-1's c-3, it was gone and a miss)
+    assert recall_of(con, "a-8-3") == 1.0
+    assert recall_of(con, "a-8-0") == 1.0   # n-1 and c-2, as named
+    # idx-1 served b-1-0 c-1 and c-2: c-1 holds what idx-2's n-1 holds, so both are found
+    assert recall_of(con, "b-1-0") == 1.0
+    assert recall_of(con, "b-1-1") == 0.5   # c-1 alone
+    # the gold set's chunks are compared by content on every other index, never carried by
+    # the rebuild as if they named idx-1's chunks
+    assert named(con) == [
+        ("v2", "idx-1", "c-2", "c-2", "same_id", "idx-2"),
+        ("v2", "idx-1", "c-3", None, "gone", "idx-2"),
+        ("v2", "idx-1", "n-1", "c-1", "content_hash", "idx-2"),
+    ]
+    assert not [row for row in carried(con) if row[0] == "v2"]
+
+
+def test_a_gold_set_named_for_an_index_is_the_same_set_only_for_that_index(con, world,
+                                                                           tmp_path):
+    write_jsonl(tmp_path / "gold2.jsonl", GOLD_OF_IDX_2)
+    path = str(tmp_path / "gold2.jsonl")
+    first = ingest_gold(con, path, "v2", index_version="idx-2")
+    assert ingest_gold(con, path, "v2", index_version="idx-2").skipped
+    for other in ("idx-1", None):
+        with pytest.raises(RecallwatchError, match="names the chunks of index 'idx-2'"):
+            ingest_gold(con, path, "v2", index_version=other)
+    assert not first.skipped
+
+
+def test_a_gold_set_named_for_an_index_without_a_manifest_is_compared_as_it_is(con, world,
+                                                                              tmp_path):
+    write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["c-1", "c-2"])])
+    ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2", index_version="idx-9")
+    run(con)
+    assert named(con) == []   # nothing to compare by: every ID as it is, as without the name
+    assert recall_of(con, "b-1-0") == 1.0
+
+
+def test_report_says_a_named_gold_set_is_compared_by_content_not_carried(con, world,
+                                                                          tmp_path):
+    rebuild(con, "idx-2", world, LIVE)
+    write_jsonl(tmp_path / "gold2.jsonl", GOLD_OF_IDX_2)
+    ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2", index_version="idx-2")
+    run(con)
+    prepare(con)
+    [r] = rebuild_section(con, Scope("ids", 5, "v2"), "5 (served)")["rebuilds"]
+    # it names the rebuilt index: how its chunks compare on the index that served before
+    assert (r["named"], r["compared_on"]) == ("idx-2", "idx-1")
+    assert {c["how"]: c["chunks"] for c in r["carried"]} == {
+        "same_id": 1, "content_hash": 1, "gone": 1, "unknown": 0}
+    assert r["not_carried"] == []
+    page = write_report(con, tmp_path / "report", k=5, gold_version="v2").read_text()
+    section = page[page.index('<section id="rebuild">'):]
+    section = section[:section.index("</section>")]
+    assert "names the chunks of index <code>idx-2</code>: no rebuild carries it" in section
+    assert "<code>gone</code> 1" in section and "was carried" not in section
+
+
+def test_ingest_gold_index_version_on_the_command_line(run_cli, warehouse, tmp_path):
+    write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
+    write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
+    write_jsonl(tmp_path / "gold2.jsonl", GOLD_OF_IDX_2)
+    for version in ("idx-1", "idx-2"):
+        assert run_cli("ingest", "index", tmp_path / f"{version}.jsonl", "--version",
+                       version)[0] == 0
+    code, out, _ = run_cli("ingest", "gold", tmp_path / "gold2.jsonl", "--version", "v2",
+                           "--index-version", "idx-2")
+    assert code == 0 and "names the chunks of index idx-2" in out
+    with connect(warehouse) as con:
+        assert ("v2", "idx-1", "n-1", "c-1", "content_hash", "idx-2") in named(con)
+    code, out, _ = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
+                           "--live-from", "2026-11-08")
+    assert code == 0 and ("gold set v2 names the chunks of index idx-2: not carried, "
+                          "compared by content on the other indexes") in out
+    code, _, err = run_cli("ingest", "gold", tmp_path / "gold2.jsonl", "--version", "v2")
+    assert code == 2 and "names the chunks of index 'idx-2'" in err
 
 
 def test_content_held_by_several_chunks_is_found_under_any_of_them(con, tmp_path):

@@ -36,15 +36,27 @@ from pipeline.warehouse import normalize_text, run_script, transaction
 _GOLD_LISTS = ("gold_chunk_ids", "gold_passages", "claims")
 
 
-def ingest_gold(con, path: str, version: str) -> FileResult:
+def ingest_gold(con, path: str, version: str, index_version: str | None = None) -> FileResult:
     """Load one gold-set version. A version is immutable: loading the same content again is a
-    no-op, loading different content under a loaded version is an error."""
+    no-op, loading different content under a loaded version is an error. `index_version`: the
+    index whose chunk IDs the gold set names (its chunks are then compared by content on every
+    other index, sql/carry_named_gold.sql); None: the indexes that served before each rebuild
+    (sql/carry_gold_ids.sql). It is part of the version: another one is an error too."""
     if not version or not version.strip():
         raise RecallwatchError("--version must name the gold-set version (e.g. gold-2026-11).")
+    if index_version is not None and not index_version.strip():
+        raise RecallwatchError("--index-version must name the index version whose chunk IDs "
+                               "the gold set names (e.g. idx-2026-11), or be left out.")
     file = single_file(path, TABLE_SUFFIXES)
     source, digest = str(file), file_hash(file)
-    loaded = con.execute("SELECT content_hash, source FROM gold_versions WHERE gold_version = $v",
-                         {"v": version}).fetchall()
+    loaded = con.execute("SELECT content_hash, source, index_version FROM gold_versions "
+                         "WHERE gold_version = $v", {"v": version}).fetchall()
+    if loaded and loaded[0][2] != index_version:
+        named = (f"names the chunks of index {loaded[0][2]!r}" if loaded[0][2] is not None
+                 else "names the chunks of the indexes that served before each rebuild")
+        raise RecallwatchError(
+            f"gold version {version!r} is already loaded and {named}; load it under a new "
+            "--version to compare its chunk IDs otherwise.")
     if loaded:
         if loaded[0][0] == digest:  # the same gold set, maybe from a copy of the file
             first = previous_ingest(con, "gold", loaded[0][1], version)
@@ -99,8 +111,10 @@ def ingest_gold(con, path: str, version: str) -> FileResult:
         con.unregister("gold_batch")
         quarantine_rows(con, "gold", source, version, bad)
         con.execute(
-            "INSERT INTO gold_versions SELECT $v, coalesce(max(seq), 0) + 1, $s, $h, $n "
-            "FROM gold_versions", {"v": version, "s": source, "h": digest, "n": len(rows)})
+            "INSERT INTO gold_versions (gold_version, seq, source, content_hash, n_goldens, "
+            "index_version) SELECT $v, coalesce(max(seq), 0) + 1, $s, $h, $n, $i "
+            "FROM gold_versions",
+            {"v": version, "s": source, "h": digest, "n": len(rows), "i": index_version})
         return record_file(con, "gold", source, version, digest, "", n_read,
                            n_read - len(bad), len(bad))
 

@@ -84,7 +84,15 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
                           "high": _number(d.high)}
     carried: dict = {}
     lost: list[dict] = []
-    if rebuild["recorded"]:
+    # a gold set that names one index's chunks is not carried: how its chunks compare on the
+    # index of this rebuild, or on the one it replaced when it names this one
+    named = scalar(con, _rebuild_sql("gold_set_names"), gold_version=scope.gold_version)
+    compared_on = (rebuild["from_version"] if named == version else version) if named else None
+    if named:
+        carried = {row["how"]: row["chunks"] for row in rows(
+            con, _rebuild_sql("named_compared"), index_version=compared_on,
+            gold_version=scope.gold_version)}
+    elif rebuild["recorded"]:
         carried = {row["how"]: row["chunks"] for row in rows(
             con, _rebuild_sql("rebuild_carried"), index_version=version,
             gold_version=scope.gold_version)}
@@ -103,6 +111,8 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
         "sides": sides,
         "difference": difference,
         "carried": [{"how": how, "chunks": carried.get(how, 0)} for how in CARRY_HOWS],
+        "named": named,
+        "compared_on": compared_on,
         "not_carried": lost,
         "not_carried_more": max(0, total - len(lost)),
         "caption": scope.caption(n),
