@@ -149,6 +149,17 @@ def test_demo_loads_only_the_files_it_wrote_and_checks_out_before_any_work(
     assert stray.exists()   # left alone, not loaded
 
 
+def test_a_demo_warehouse_of_an_earlier_release_runs_the_demo_again(
+        run_cli, warehouse, tmp_path, small_world, no_judge):
+    code, _, err = demo(run_cli, tmp_path)
+    assert code == 0, err
+    with connect(warehouse) as con:   # as a release before gold_versions.index_version left it
+        con.execute("ALTER TABLE gold_versions DROP COLUMN index_version")
+    code, out, err = demo(run_cli, tmp_path)
+    assert code == 0, err
+    assert "report:" in out
+
+
 def test_a_demo_of_another_seed_into_a_loaded_world_is_refused_before_it_changes_a_file(
         run_cli, warehouse, tmp_path, small_world, no_judge):
     code, _, err = demo(run_cli, tmp_path)

@@ -224,6 +224,8 @@ def test_a_gold_set_named_for_an_index_is_the_same_set_only_for_that_index(con, 
         with pytest.raises(RecallwatchError, match="names the chunks of index 'idx-2'"):
             ingest_gold(con, path, "v2", index_version=other)
     assert not first.skipped
+    with pytest.raises(RecallwatchError, match="--index-version must name the index version"):
+        ingest_gold(con, path, "v3", index_version=" ")
 
 
 def test_a_gold_set_named_for_an_index_without_a_manifest_is_compared_as_it_is(con, world,

@@ -77,7 +77,9 @@ def refuse_a_clashing_world(warehouse, world: DemoWorld) -> None:
     from pipeline.warehouse import connect, warehouse_path
 
     path = warehouse_path(warehouse)
-    with connect(warehouse, read_only=True) as con:
+    # opened for writing, as the demo is about to: one written by an earlier release gets the
+    # tables and columns added since (read-only, it would be refused until a run)
+    with connect(warehouse, must_exist=True) as con:
         loaded = con.execute("SELECT content_hash FROM gold_versions WHERE gold_version = $v",
                              {"v": world.gold_version}).fetchall()
     if loaded and loaded[0][0] != file_hash(world.gold_path):
