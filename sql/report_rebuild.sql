@@ -1,5 +1,5 @@
 -- report_rebuild: the queries behind the report's "Before / after the rebuild" section, one
--- route, cutoff k and gold set at a time: the rebuilds recorded in carried_gold_ids, the
+-- route, cutoff k and gold set at a time: the rebuilds recorded (rebuilds), the
 -- pooled sums of the days before and after each went live (window_sums, grain 'day', slice
 -- 'all'), how the gold chunks were carried, and those that were not (with their misses on the
 -- rebuilt index among the scope's scored requests, scored_requests of report_macros.sql).
@@ -11,8 +11,12 @@
 -- or from midnight when that day served no other version). Grain: one row per index version after the first, by live_from.
 -- Parameters: none.
 WITH carried AS (
+    -- recorded by `rebuild` (also when only gold sets that name one index's chunks, which no
+    -- rebuild carries, are loaded), or, in a warehouse from before that table, by its rows
     SELECT index_version, min(live_from) AS live_from, mode(from_version) AS from_version
-    FROM carried_gold_ids
+    FROM (SELECT index_version, live_from, NULL AS from_version FROM rebuilds
+          UNION ALL
+          SELECT index_version, live_from, from_version FROM carried_gold_ids)
     GROUP BY index_version
 ),
 served AS (
@@ -78,12 +82,13 @@ SELECT index_version FROM gold_versions WHERE gold_version = $gold_version;
 
 -- name: named_compared
 -- The gold chunks of a gold set that names one index's chunks per how they are compared on
--- another index (a chunk compared as several IDs counts once). Grain: one row per how.
--- Parameters: $index_version, $gold_version.
-SELECT how, count(DISTINCT gold_chunk_id) AS chunks
+-- each other index (a chunk compared as several IDs counts once).
+-- Grain: one row per other index version x how. Parameters: $gold_version.
+SELECT index_version, how, count(DISTINCT gold_chunk_id) AS chunks
 FROM named_gold_ids
-WHERE index_version = $index_version AND gold_version = $gold_version
-GROUP BY how;
+WHERE gold_version = $gold_version
+GROUP BY ALL
+ORDER BY index_version, how;
 
 -- name: rebuild_not_carried
 -- The gold chunks of the scope's gold set that were not carried to one index version (gone,

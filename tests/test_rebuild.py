@@ -246,15 +246,41 @@ def test_report_says_a_named_gold_set_is_compared_by_content_not_carried(con, wo
     prepare(con)
     [r] = rebuild_section(con, Scope("ids", 5, "v2"), "5 (served)")["rebuilds"]
     # it names the rebuilt index: how its chunks compare on the index that served before
-    assert (r["named"], r["compared_on"]) == ("idx-2", "idx-1")
-    assert {c["how"]: c["chunks"] for c in r["carried"]} == {
-        "same_id": 1, "content_hash": 1, "gone": 1, "unknown": 0}
+    assert r["named"] == "idx-2" and r["recorded"]
+    assert [(o["index_version"], {c["how"]: c["chunks"] for c in o["carried"]})
+            for o in r["compared"]] == [
+        ("idx-1", {"same_id": 1, "content_hash": 1, "gone": 1, "unknown": 0})]
     assert r["not_carried"] == []
     page = write_report(con, tmp_path / "report", k=5, gold_version="v2").read_text()
     section = page[page.index('<section id="rebuild">'):]
     section = section[:section.index("</section>")]
     assert "names the chunks of index <code>idx-2</code>: no rebuild carries it" in section
+    assert "On <code>idx-1</code>: <code>same_id</code> 1" in section
     assert "<code>gone</code> 1" in section and "was carried" not in section
+
+
+def test_a_rebuild_with_only_a_named_gold_set_is_reported_as_recorded(con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", GOLD_OF_IDX_2)
+    write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("old", ["c-1", "c-2"], ts=day(7)),
+        request("new", ["n-1", "c-2"], ts=day(8), index_version="idx-2")])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v2", index_version="idx-2")
+    run(con, logs=[str(tmp_path / "logs.jsonl")])
+    rebuild(con, "idx-2", world_manifest(tmp_path), LIVE)
+    run(con)   # the day before the rebuild, whose comparison the new manifest changed
+    assert carried(con) == []   # nothing a rebuild carries
+    assert (recall_of(con, "old"), recall_of(con, "new")) == (1.0, 1.0)
+    prepare(con)
+    [r] = rebuild_section(con, Scope("ids", 5, "v2"), "5 (served)")["rebuilds"]
+    assert (r["recorded"], r["live_from"], r["named"]) == (True, LIVE, "idx-2")
+    assert [o["index_version"] for o in r["compared"]] == ["idx-1"]
+
+
+def world_manifest(tmp_path) -> str:
+    write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
+    return str(tmp_path / "idx-2.jsonl")
 
 
 def test_ingest_gold_index_version_on_the_command_line(run_cli, warehouse, tmp_path):

@@ -453,7 +453,7 @@ def test_empty_warehouse_writes_a_report_saying_nothing_is_scored(tmp_path, load
     con.execute(SCHEMA.read_text())
     if loaded:
         con.execute(
-            "INSERT INTO gold_versions VALUES ('gs-1', 1, '/g.jsonl', 'h', 0);"
+            "INSERT INTO gold_versions VALUES ('gs-1', 1, '/g.jsonl', 'h', 0, NULL);"
             "INSERT INTO quarantine (kind, source, line, reason, raw) "
             "VALUES ('logs', '/l.jsonl', 1, 'invalid JSON', '{');"
         )

@@ -188,7 +188,7 @@ def _request_rows(requests: list[tuple], route: str) -> tuple[list[dict], list[d
 def build_warehouse(path: Path, *, drift: bool = True) -> Path:
     con = connect(path)
     try:
-        con.execute("INSERT INTO gold_versions VALUES ($gv, 1, '/gold.jsonl', 'h', 2)",
+        con.execute("INSERT INTO gold_versions VALUES ($gv, 1, '/gold.jsonl', 'h', 2, NULL)",
                     {"gv": GOLD})
         insert_rows(con, "window_metrics", _window_metrics_rows())
         logged, scores = _request_rows(CHURN_REQUESTS, ROUTE)

@@ -85,13 +85,13 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
     carried: dict = {}
     lost: list[dict] = []
     # a gold set that names one index's chunks is not carried: how its chunks compare on the
-    # index of this rebuild, or on the one it replaced when it names this one
+    # index of this rebuild, or, when it names this one, on each other index
     named = scalar(con, _rebuild_sql("gold_set_names"), gold_version=scope.gold_version)
-    compared_on = (rebuild["from_version"] if named == version else version) if named else None
+    compared: dict[str, dict] = {}
     if named:
-        carried = {row["how"]: row["chunks"] for row in rows(
-            con, _rebuild_sql("named_compared"), index_version=compared_on,
-            gold_version=scope.gold_version)}
+        for row in rows(con, _rebuild_sql("named_compared"), gold_version=scope.gold_version):
+            if named == version or row["index_version"] == version:
+                compared.setdefault(row["index_version"], {})[row["how"]] = row["chunks"]
     elif rebuild["recorded"]:
         carried = {row["how"]: row["chunks"] for row in rows(
             con, _rebuild_sql("rebuild_carried"), index_version=version,
@@ -112,7 +112,9 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
         "difference": difference,
         "carried": [{"how": how, "chunks": carried.get(how, 0)} for how in CARRY_HOWS],
         "named": named,
-        "compared_on": compared_on,
+        "compared": [{"index_version": index, "carried": [
+                          {"how": how, "chunks": counts.get(how, 0)} for how in CARRY_HOWS]}
+                     for index, counts in compared.items()],
         "not_carried": lost,
         "not_carried_more": max(0, total - len(lost)),
         "caption": scope.caption(n),
