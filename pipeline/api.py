@@ -249,7 +249,8 @@ def metrics(warehouse: Warehouse, *, fmt: str = "prometheus", grain: str = "day"
 
 
 def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None = None,
-        gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
+        gold_version: str | None = None, gold_index_version: str | None = None,
+        index: list[tuple[str, str]] | None = None,
         cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
         report_dir: str | os.PathLike | None = None, progress: Progress | None = None,
         alert_channels: list | None = None, now: datetime | None = None,
@@ -266,7 +267,8 @@ def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None
     options = read_options(fmt=fmt, table=table, columns=columns,
                            start=instant(start, "--start"), end=instant(end, "--end"))
     with connect(warehouse) as con:
-        return catch_up(con, logs=logs, gold=gold, gold_version=gold_version, index=index,
+        return catch_up(con, logs=logs, gold=gold, gold_version=gold_version,
+                        gold_index_version=gold_index_version, index=index,
                         cutoffs=cutoffs, pass_mark=pass_mark,
                         report_dir=Path(report_dir) if report_dir is not None else None,
                         progress=progress, alert_channels=alert_channels, now=now,

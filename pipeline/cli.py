@@ -464,7 +464,8 @@ def cmd_run(args) -> None:
         _use_judge(args, api.configure(args.warehouse).routes, skip=False)
     with _progress() as progress:
         summary = api.run(args.warehouse, logs=args.logs, gold=args.gold,
-                          gold_version=args.gold_version, index=index,
+                          gold_version=args.gold_version,
+                          gold_index_version=args.gold_index_version, index=index,
                           cutoffs=_cutoffs(args.cutoffs), pass_mark=args.pass_mark,
                           report_dir=args.out or None, progress=progress,
                           alert_channels=channels_from_env(),
@@ -899,6 +900,9 @@ def _run_commands(sub, command) -> None:
     p.add_argument("--gold", metavar="PATH", help="gold set to load first")
     p.add_argument("--gold-version", help="the version of --gold, or a loaded gold set to score "
                                            "with (default: the newest loaded)")
+    p.add_argument("--gold-index-version", metavar="V",
+                   help="the index version whose chunk IDs --gold names (as `ingest gold "
+                        "--index-version`)")
     p.add_argument("--index", action="append", metavar="VERSION=PATH",
                    help="index manifest to load first (repeatable)")
     p.add_argument("--cutoffs", help="recall@k cutoffs, put in force (default: those in force, "

@@ -15,7 +15,9 @@ the days they change are found stale like any other; this step re-scores the sta
 the day `live_from` falls in (and any earlier day the new index already served), re-aggregates
 them and re-judges drift, as `run` does. Running it again with the same inputs changes
 nothing. Days before `live_from` are left to `run` (the manifest fingerprint is one for the
-whole warehouse, so `run` finds them stale too and re-scores them to the same values)."""
+whole warehouse, so `run` finds them stale too and re-scores them to the same values), except
+when the gold set in force names one index's chunks: the new manifest can change how the
+days before compare, and they are re-scored here too."""
 
 from __future__ import annotations
 
@@ -150,8 +152,13 @@ def _catch_up(con, index_version: str, live_from: datetime,
     first = datetime.combine(live_from.date(), datetime.min.time())
     served = {row[0] for row in con.execute(sql("rebuild_served_days"),
                                             {"index_version": index_version}).fetchall()}
+    # a gold set that names one index's chunks compares them by content on every index, so
+    # the new manifest can change the days before live_from too: every stale day is re-scored
+    named = bool(con.execute("SELECT 1 FROM gold_versions WHERE gold_version = $g "
+                             "AND index_version IS NOT NULL",
+                             {"g": config.gold_version}).fetchall())
     affected = [day for day in state.stale_score_days(con, config)
-                if day >= first or day in served]
+                if day >= first or day in served or named]
     rescored: list[datetime] = []
     for start, end in state.contiguous(affected):
         summary = score(con, config, start=start, end=end, progress=progress)
@@ -159,7 +166,7 @@ def _catch_up(con, index_version: str, live_from: datetime,
     aggregated: set[datetime] = set()
     for grain in config.grains:
         stale = set(rescored) | {day for day in state.stale_metric_days(con, config, grain)
-                                 if day >= first or day in served}
+                                 if day >= first or day in served or named}
         for start, end in state.contiguous(sorted(stale)):
             aggregate(con, config, grain=grain, start=start, end=end, progress=progress)
         aggregated |= stale

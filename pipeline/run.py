@@ -33,14 +33,16 @@ class RunSummary:
 
 
 def run(con, *, logs: list[str] | None = None, gold: str | None = None,
-        gold_version: str | None = None, index: list[tuple[str, str]] | None = None,
+        gold_version: str | None = None, gold_index_version: str | None = None,
+        index: list[tuple[str, str]] | None = None,
         cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
         report_dir: Path | None = None, progress: Progress | None = None,
         alert_channels: list | None = None, now: datetime | None = None,
         read: ReadOptions | None = None) -> RunSummary:
     """Bring the warehouse up to date and return what was done.
 
-    Loads `gold` as `gold_version` (both or neither) and each (path, version) of `index`, then
+    Loads `gold` as `gold_version` (both or neither; naming the chunks of index
+    `gold_index_version` when given, pipeline.ingest.gold) and each (path, version) of `index`, then
     the `logs` (files, directories, globs, s3:// prefixes, postgresql:// tables), read as
     `read` says (pipeline/sources). `cutoffs` and `pass_mark`, when given, are put in
     force first: every day built with others becomes stale. Scores with `gold_version`, else
@@ -52,11 +54,15 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
     Idempotent: a second run over the same inputs rescores nothing and changes nothing."""
     if gold and not gold_version:
         raise RecallwatchError("--gold needs --gold-version to name the gold-set version.")
+    if gold_index_version is not None and not gold:
+        raise RecallwatchError("--gold-index-version names the index of the gold set --gold "
+                               "loads; give --gold too.")
     if report_dir is not None:   # before the work, not after it
         from pipeline.report import check_report_dir
 
         check_report_dir(report_dir)
-    loaded = [("gold", gold_version, ingest_gold(con, gold, gold_version))] if gold else []
+    loaded = ([("gold", gold_version, ingest_gold(con, gold, gold_version, gold_index_version))]
+              if gold else [])
     loaded += [("index", version, ingest_index(con, path, version))
                for path, version in index or []]
     summary = ingest_logs(con, logs, progress=progress, options=read) if logs else None

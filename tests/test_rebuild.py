@@ -220,9 +220,14 @@ def test_a_gold_set_named_for_an_index_is_the_same_set_only_for_that_index(con, 
     path = str(tmp_path / "gold2.jsonl")
     first = ingest_gold(con, path, "v2", index_version="idx-2")
     assert ingest_gold(con, path, "v2", index_version="idx-2").skipped
-    for other in ("idx-1", None):
-        with pytest.raises(RecallwatchError, match="names the chunks of index 'idx-2'"):
-            ingest_gold(con, path, "v2", index_version=other)
+    # without a name, as loaded (a scheduled `run --gold` gives the same file every time)
+    assert ingest_gold(con, path, "v2").skipped
+    with pytest.raises(RecallwatchError, match="names the chunks of index 'idx-2'"):
+        ingest_gold(con, path, "v2", index_version="idx-1")
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    with pytest.raises(RecallwatchError, match="names the chunks of the indexes that served "
+                                               "before each rebuild"):
+        ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1", index_version="idx-2")
     assert not first.skipped
     with pytest.raises(RecallwatchError, match="--index-version must name the index version"):
         ingest_gold(con, path, "v3", index_version=" ")
@@ -256,6 +261,7 @@ def test_report_says_a_named_gold_set_is_compared_by_content_not_carried(con, wo
     section = section[:section.index("</section>")]
     assert "names the chunks of index <code>idx-2</code>: no rebuild carries it" in section
     assert "On <code>idx-1</code>: <code>same_id</code> 1" in section
+    assert "gold chunks carried from" not in section   # v1's carry is not v2's
     assert "<code>gone</code> 1" in section and "was carried" not in section
 
 
@@ -268,8 +274,9 @@ def test_a_rebuild_with_only_a_named_gold_set_is_reported_as_recorded(con, tmp_p
     ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
     ingest_gold(con, str(tmp_path / "gold.jsonl"), "v2", index_version="idx-2")
     run(con, logs=[str(tmp_path / "logs.jsonl")])
-    rebuild(con, "idx-2", world_manifest(tmp_path), LIVE)
-    run(con)   # the day before the rebuild, whose comparison the new manifest changed
+    # the new manifest changes how the day before it went live compares: re-scored too
+    result = rebuild(con, "idx-2", world_manifest(tmp_path), LIVE)
+    assert [d.day for d in result.days_rescored] == [7, 8]
     assert carried(con) == []   # nothing a rebuild carries
     assert (recall_of(con, "old"), recall_of(con, "new")) == (1.0, 1.0)
     prepare(con)
@@ -299,8 +306,22 @@ def test_ingest_gold_index_version_on_the_command_line(run_cli, warehouse, tmp_p
                            "--live-from", "2026-11-08")
     assert code == 0 and ("gold set v2 names the chunks of index idx-2: not carried, "
                           "compared by content on the other indexes") in out
-    code, _, err = run_cli("ingest", "gold", tmp_path / "gold2.jsonl", "--version", "v2")
+    code, _, err = run_cli("ingest", "gold", tmp_path / "gold2.jsonl", "--version", "v2",
+                           "--index-version", "idx-1")
     assert code == 2 and "names the chunks of index 'idx-2'" in err
+    # a scheduled run that gives the gold set every time, and one that names its index
+    for flag in ([], ["--gold-index-version", "idx-2"]):
+        code, out, err = run_cli("run", "--gold", tmp_path / "gold2.jsonl", "--gold-version",
+                                 "v2", *flag)
+        assert code == 0, err
+    code, _, err = run_cli("run", "--gold-index-version", "idx-2")
+    assert code == 2 and "give --gold too" in err
+    write_jsonl(tmp_path / "gold3.jsonl", GOLD_OF_IDX_2[:1])
+    code, _, err = run_cli("run", "--gold", tmp_path / "gold3.jsonl", "--gold-version", "v3",
+                           "--gold-index-version", "idx-2")
+    assert code == 0, err
+    with connect(warehouse) as con:
+        assert ("v3", "idx-1", "n-1", "c-1", "content_hash", "idx-2") in named(con)
 
 
 def test_content_held_by_several_chunks_is_found_under_any_of_them(con, tmp_path):

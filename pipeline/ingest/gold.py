@@ -41,7 +41,9 @@ def ingest_gold(con, path: str, version: str, index_version: str | None = None) 
     no-op, loading different content under a loaded version is an error. `index_version`: the
     index whose chunk IDs the gold set names (its chunks are then compared by content on every
     other index, sql/carry_named_gold.sql); None: the indexes that served before each rebuild
-    (sql/carry_gold_ids.sql). It is part of the version: another one is an error too."""
+    (sql/carry_gold_ids.sql), or, for a loaded version, as it was loaded (a scheduled `run
+    --gold` gives the same file every time). It is part of the version: naming another index
+    for a loaded version is an error."""
     if not version or not version.strip():
         raise RecallwatchError("--version must name the gold-set version (e.g. gold-2026-11).")
     if index_version is not None and not index_version.strip():
@@ -51,7 +53,7 @@ def ingest_gold(con, path: str, version: str, index_version: str | None = None) 
     source, digest = str(file), file_hash(file)
     loaded = con.execute("SELECT content_hash, source, index_version FROM gold_versions "
                          "WHERE gold_version = $v", {"v": version}).fetchall()
-    if loaded and loaded[0][2] != index_version:
+    if loaded and index_version is not None and loaded[0][2] != index_version:
         named = (f"names the chunks of index {loaded[0][2]!r}" if loaded[0][2] is not None
                  else "names the chunks of the indexes that served before each rebuild")
         raise RecallwatchError(
