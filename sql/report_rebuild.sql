@@ -20,7 +20,9 @@ WITH carried AS (
     GROUP BY index_version
 ),
 served AS (
-    SELECT index_version, min(timestamp) AS first_seen FROM requests GROUP BY index_version
+    SELECT index_version, min(timestamp) AS first_seen, max(timestamp) AS latest
+    FROM requests
+    GROUP BY index_version
 ),
 changes AS (
     SELECT s.index_version,
@@ -39,6 +41,12 @@ changes AS (
       AND s.index_version NOT IN (SELECT from_version FROM carried
                                   WHERE from_version IS NOT NULL
                                     AND live_from <= s.first_seen)
+      -- when no carried row names it (only gold sets naming one index's chunks are loaded),
+      -- the replaced index is told as sql/carry_gold_ids.sql tells it: first logged after the
+      -- rebuilt index went live, it stopped serving while that one went on
+      AND NOT EXISTS (SELECT 1 FROM carried c JOIN served n USING (index_version)
+                      WHERE c.from_version IS NULL AND c.live_from <= s.first_seen
+                        AND s.latest < n.latest)
 )
 SELECT index_version, live_from, from_version, true AS recorded FROM carried
 UNION ALL

@@ -285,6 +285,26 @@ def test_a_rebuild_with_only_a_named_gold_set_is_reported_as_recorded(con, tmp_p
     assert [o["index_version"] for o in r["compared"]] == ["idx-1"]
 
 
+def test_the_index_a_rebuild_replaced_is_no_takeover_with_only_a_named_gold_set(con, tmp_path):
+    # the logs begin after idx-2 went live; idx-1, which it replaced, is first logged a day
+    # later and stops while idx-2 goes on: one rebuild, as with a gold set the rebuild carries
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["n-1"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("new-9", ["n-1"], ts=day(9), index_version="idx-2"),
+        request("old", ["c-1"], ts=day(10)),
+        request("new-11", ["n-1"], ts=day(11), index_version="idx-2")])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v2", index_version="idx-2")
+    run(con, logs=[str(tmp_path / "logs.jsonl")])
+    rebuild(con, "idx-2", world_manifest(tmp_path), LIVE)
+    prepare(con)
+    section = rebuild_section(con, Scope("ids", 5, "v2"), "5 (served)")
+    assert [(r["index_version"], r["recorded"]) for r in section["rebuilds"]] == [
+        ("idx-2", True)]
+    assert recall_of(con, "old") == 1.0   # c-1 holds what idx-2's n-1 holds
+
+
 def world_manifest(tmp_path) -> str:
     write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
     return str(tmp_path / "idx-2.jsonl")
