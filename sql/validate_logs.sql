@@ -39,8 +39,13 @@ WITH typed AS (
         try_cast(r.logged.index_size AS DOUBLE) AS index_size_num,
         try_cast(r.logged.k AS DOUBLE) AS k_num,
         try_cast(r.logged.turn AS DOUBLE) AS turn_num,
-        -- parses the tags once per record; their keys are looked at only when it fails
-        try_cast(r.logged.tags AS MAP(VARCHAR, VARCHAR)) AS tag_map,
+        -- parses the tags once per record; their keys are looked at only when it fails. A null
+        -- value is no tag, and is not kept: a Parquet struct of tags (what pyarrow and pandas
+        -- write for a column of dicts) holds every key of the column, null where a record
+        -- lacks it
+        map_from_entries(list_filter(
+            map_entries(try_cast(r.logged.tags AS MAP(VARCHAR, VARCHAR))),
+            lambda e: e.value IS NOT NULL)) AS tag_map,
         list_filter(list_transform(r.items, lambda x: CASE
             WHEN x.item_error IS NOT NULL OR x.chunk_id IS NULL OR x.chunk_id = ''
                  OR x.rank <> floor(x.rank) OR x.rank < 1 OR x.rank > 2147483647 THEN
@@ -136,7 +141,8 @@ CREATE OR REPLACE TEMP MACRO record_digest(request_id, ts, query, gold_id, index
         -- blank as stored by releases that kept it (now NULL): the same record
         'session_id': CASE WHEN trim(session_id, ' ' || chr(9) || chr(10) || chr(13)) <> ''
                              THEN session_id END, 'turn': turn,
-        'tags': list_sort(map_entries(tags)),
+        -- without null values, as a release that kept them stored them
+        'tags': list_sort(list_filter(map_entries(tags), lambda e: e.value IS NOT NULL)),
         -- scores at float precision: a float32 column re-delivering a float64 one is the same
         'retrieved': list_transform(retrieved, lambda x: {
             'step': x.step, 'position': x.position, 'chunk_id': x.chunk_id, 'rank': x.rank,

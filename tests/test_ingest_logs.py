@@ -191,6 +191,33 @@ def test_parquet_and_jsonl_copies_of_a_record_are_the_same_record(con, tmp_path)
     assert con.sql("SELECT count(*) FROM requests").fetchall()[0][0] == 1
 
 
+def test_parquet_struct_tags_are_the_tags_each_record_logged(con, tmp_path):
+    # pyarrow and pandas write a column of dicts as one struct of every key: a key a record
+    # lacks reads as null there, which is no tag, so the Parquet copy is the JSONL record
+    records = [request("t1", ["a"], tags={"tenant": "acme"}),
+               request("t2", ["b"], ts="2026-11-01T11:00:00Z", tags={"retriever": "bm25"}),
+               request("t3", ["c"], ts="2026-11-01T12:00:00Z",
+                       tags={"tenant": "acme", "retriever": None})]
+    write_jsonl(tmp_path / "a.jsonl", records)
+    pq.write_table(pa.Table.from_pylist(records), tmp_path / "b.parquet")
+    assert pa.types.is_struct(pq.read_schema(tmp_path / "b.parquet").field("tags").type)
+    summary = ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet")])
+    assert [(f.loaded, f.quarantined) for f in summary.files] == [(3, 0), (3, 0)]
+    assert con.sql("SELECT request_id, tags FROM requests ORDER BY 1").fetchall() == [
+        ("t1", {"tenant": "acme"}), ("t2", {"retriever": "bm25"}), ("t3", {"tenant": "acme"})]
+
+
+def test_a_request_stored_with_a_null_tag_is_the_same_record_as_one_without_it(con, tmp_path):
+    # an earlier release stored a null tag value; the same record delivered again is a copy
+    record = request("t1", ["a"], tags={"tenant": "acme"})
+    write_jsonl(tmp_path / "a.jsonl", [record])
+    ingest_logs(con, [str(tmp_path / "a.jsonl")])
+    con.execute("UPDATE requests SET tags = MAP {'tenant': 'acme', 'retriever': NULL}")
+    write_jsonl(tmp_path / "b.jsonl", [record])
+    summary = ingest_logs(con, [str(tmp_path / "b.jsonl")])
+    assert (summary.loaded, summary.quarantined) == (1, 0)
+
+
 def test_cli_ingest_of_bad_corpus_prints_counts_and_no_traceback(tmp_path):
     write_corpus(tmp_path)
     result = subprocess.run(
