@@ -48,6 +48,14 @@ def test_every_field_reason_comes_from_a_bad_jsonl_and_a_bad_parquet_record(
     assert reasons == {"logs.jsonl": [expected], "logs.parquet": [expected]}
 
 
+@pytest.mark.parametrize("name", ["rank", "score"])
+def test_a_number_logged_as_text_is_quarantined_in_parquet_as_in_jsonl(con, tmp_path, name):
+    field = next(f for f in fields.ITEM_FIELDS if f.name == name)
+    reasons = ingest_both(con, tmp_path, [with_value(field, "item", "2")])
+    expected = f"retrieved item 1 {field.reason}"
+    assert reasons == {"logs.jsonl": [expected], "logs.parquet": [expected]}
+
+
 def test_a_field_added_to_the_declaration_is_staged_and_checked_in_both_formats(
         con, tmp_path, monkeypatch):
     channel = fields.Field("channel", fields.TEXT, "channel is not a string")

@@ -65,12 +65,11 @@ class Kind:
     """What a value may be. `json_types` are the json_type() names allowed in JSONL (absent or
     null is always allowed: required fields are judged later). A Parquet column whose type
     passes `arrow_reads` is cast to `staged_as`; any other column is refused (each non-null
-    value gets the field's reason), or, when `arrow_tries`, converted value by value (a value
-    that does not convert gets the reason)."""
+    value gets the field's reason), as JSONL refuses a value of another JSON type (a number
+    logged as text, "2", is not a number in either)."""
     json_types: tuple[str, ...]
     arrow_reads: Callable[[pa.DataType], bool]
     staged_as: str                  # VARCHAR (the value as logged), DOUBLE or JSON
-    arrow_tries: bool = False
 
 
 # IDs compare as strings, so 7 and "7" are one ID.
@@ -81,7 +80,7 @@ TEXT = Kind(("VARCHAR",), _text, "VARCHAR")
 # column with a missing value that way; validate_logs.sql refuses a fractional one.
 INTEGER = Kind(("BIGINT", "UBIGINT", "DOUBLE"), _number, "VARCHAR")
 INSTANT = Kind(("VARCHAR",), _instant, "VARCHAR")
-NUMBER = Kind(("BIGINT", "UBIGINT", "DOUBLE"), _numeric, "DOUBLE", arrow_tries=True)
+NUMBER = Kind(("BIGINT", "UBIGINT", "DOUBLE"), _numeric, "DOUBLE")
 OBJECT = Kind(("OBJECT",), _object, "JSON")
 
 
@@ -224,9 +223,6 @@ def _parquet_field(field: Field, column: str,
         if kind.staged_as == "JSON":
             return f"to_json({column})", None
         return f"CAST({column} AS {kind.staged_as})", None
-    if kind.arrow_tries:
-        value = f"try_cast({column} AS {kind.staged_as})"
-        return value, f"{column} IS NOT NULL AND {value} IS NULL"
     return f"NULL::{kind.staged_as}", f"{column} IS NOT NULL"
 
 
