@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from pipeline.ingest import ingest_gold, ingest_logs
 from pipeline.score import score
-from tests.conftest import golden, write_jsonl
+from tests.conftest import golden, request, write_jsonl
 
 CUTOFFS = (1, 3, 5, 10, 100)
 T0 = datetime(2026, 11, 1, 10, 0, 0, 123456, tzinfo=UTC)
@@ -555,6 +555,27 @@ def test_ragas_tags_get_the_checks_of_a_native_log(con, tmp_path):
         ("minimum balance?", {"tenant": "acme"}), ("rural balance?", None)]
     assert sorted(con.sql("SELECT reason FROM quarantine").fetchall()) == [
         ("tags has a duplicate key: a",), ("tags is not an object",)]
+
+
+def test_ragas_json_lines_tags_are_judged_and_stored_as_in_a_native_log(con, tmp_path):
+    # a repeated key is quarantined, and a nested value stored as DuckDB writes it
+    tags = ['{"o": {"\u00e9": 1}, "n": 1.5, "x": null}', '{"t": "a", "t": "b"}']
+
+    def with_tags(record: dict, text: str) -> str:
+        return json.dumps(record)[:-1] + ', "tags": ' + text + "}"
+
+    (tmp_path / "eval.jsonl").write_text("".join(
+        with_tags(row, text) + "\n" for row, text in zip(ragas_dataset(SAMPLES[:2]), tags,
+                                                        strict=True)))
+    (tmp_path / "native.jsonl").write_text("".join(
+        with_tags(request(f"n{i}", ["a"]), text) + "\n" for i, text in enumerate(tags)))
+    summary = ingest_logs(con, [str(tmp_path / "eval.jsonl"), str(tmp_path / "native.jsonl")])
+    assert [(f.loaded, f.quarantined) for f in summary.files] == [(1, 1), (1, 1)]
+    assert con.sql("SELECT reason FROM quarantine").fetchall() == [
+        ("tags has a duplicate key: t",)] * 2
+    ((ragas,), (native,)) = con.sql("SELECT tags FROM requests ORDER BY request_id = 'n0'"
+                                    ).fetchall()
+    assert ragas == native == {"o": '{"\u00e9":1}', "n": "1.5"}
 
 
 def test_a_ragas_csv_header_with_spaces_after_its_commas_reads_as_logs(con, tmp_path):

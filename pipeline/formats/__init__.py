@@ -264,3 +264,21 @@ def native_file(path: Path, options) -> Iterator[tuple[Path, str | None]]:
         out = Path(scratch) / "native.parquet"
         fmt.to_native(path, out, options)
         yield out, LINE_COLUMN
+
+
+class JsonObject(dict):
+    """A JSON object as read: `repeated` names its first key given twice (None: none was)."""
+
+    repeated: str | None = None
+
+
+def first_wins(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose repeated key keeps its first value, as DuckDB's JSON reader reads
+    a log line; the key is noted (JsonObject.repeated) for fields that refuse one, as tags."""
+    record = JsonObject()
+    for key, value in pairs:
+        if key in record:
+            record.repeated = record.repeated or key
+        else:
+            record[key] = value
+    return record

@@ -42,6 +42,7 @@ from pipeline.formats import (
     LINE_COLUMN,
     NATIVE_SCHEMA,
     Format,
+    first_wins,
     is_blank,
     is_parquet,
     register,
@@ -198,7 +199,7 @@ def _tags(value, column: str) -> tuple[list[tuple[str, str]] | None, str | None]
         return None, None
     if isinstance(value, str) and value.strip().startswith("{"):
         try:
-            value = json.loads(value)
+            value = json.loads(value, object_pairs_hook=first_wins)
         except ValueError:
             pass
     if isinstance(value, list) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
@@ -209,7 +210,11 @@ def _tags(value, column: str) -> tuple[list[tuple[str, str]] | None, str | None]
         value = dict(value)
     if not isinstance(value, dict):
         return None, f"{column} is not an object"
-    return [(str(k), v if isinstance(v, str) else json.dumps(v))
+    if getattr(value, "repeated", None) is not None:   # read from JSON Lines (JsonObject)
+        return None, f"{column} has a duplicate key: {str(value.repeated)[:80]}"
+    # a value that is no text as DuckDB writes a JSON value as text: compact, as written
+    return [(str(k), v if isinstance(v, str) else
+             json.dumps(v, ensure_ascii=False, separators=(",", ":")))
             for k, v in value.items() if v is not None], None
 
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import RecallwatchError
-from pipeline.formats import ragas, text_id
+from pipeline.formats import first_wins, ragas, text_id
 from pipeline.ingest.files import (
     DEFAULT_MAX_RECORD_BYTES,
     TABLE_SUFFIXES,
@@ -161,7 +161,7 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
                 yield number, None, reason, raw
                 continue
             try:
-                record = json.loads(text, object_pairs_hook=_first_wins)
+                record = json.loads(text, object_pairs_hook=first_wins)
             except ValueError:
                 yield number, None, "invalid JSON", text
                 continue
@@ -203,15 +203,6 @@ def _line_breaks(row: dict) -> int:
     values = [v for value in row.values()
               for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
     return sum(len(_LINE_BREAK.findall(v)) for v in values)
-
-
-def _first_wins(pairs: list[tuple[str, object]]) -> dict:
-    """A JSON object whose repeated key keeps its first value, as DuckDB's JSON reader reads
-    a log line."""
-    record: dict = {}
-    for key, value in pairs:
-        record.setdefault(key, value)
-    return record
 
 
 def _blank(value) -> bool:
