@@ -56,6 +56,32 @@ def test_a_number_logged_as_text_is_quarantined_in_parquet_as_in_jsonl(con, tmp_
     assert reasons == {"logs.jsonl": [expected], "logs.parquet": [expected]}
 
 
+@pytest.mark.parametrize("shape,expected", [
+    ({"retrieved": ["a", "b"]}, "retrieved item 1 is not an object"),
+    ({"retrieved": {"chunk_id": "a"}}, "retrieved is not a list"),
+    ({"retrieved": "a,b"}, "retrieved is not a list"),
+    ({"retrieval_steps": [[], ["a"]]}, "retrieval step 2 item 1 is not an object"),
+    ({"retrieval_steps": [{"chunk_id": "a"}]}, "retrieval_steps is not a list of lists"),
+    ({"retrieval_steps": "a"}, "retrieval_steps is not a list"),
+], ids=["items-not-objects", "struct", "text", "step-items-not-objects", "steps-not-lists",
+        "steps-text"])
+def test_a_badly_shaped_ranking_gets_the_same_reason_in_parquet_as_in_jsonl(
+        con, tmp_path, shape, expected):
+    record = {k: v for k, v in request("r", []).items() if k != "retrieved"} | shape
+    assert ingest_both(con, tmp_path, [record]) == {"logs.jsonl": [expected],
+                                                    "logs.parquet": [expected]}
+
+
+@pytest.mark.parametrize("shape", [{"retrieved": []}, {"retrieval_steps": [[], []]}],
+                         ids=["list", "steps"])
+def test_a_parquet_file_of_requests_served_nothing_loads_as_jsonl_does(con, tmp_path, shape):
+    # every list empty: pyarrow types the column list<null>, of no objects at all
+    records = [{k: v for k, v in request(f"r{i}", []).items() if k != "retrieved"} | shape
+               for i in range(2)]
+    assert ingest_both(con, tmp_path, records) == {"logs.jsonl": [], "logs.parquet": []}
+    assert con.sql("SELECT DISTINCT len(retrieved), k FROM requests").fetchall() == [(0, 0)]
+
+
 def test_a_field_added_to_the_declaration_is_staged_and_checked_in_both_formats(
         con, tmp_path, monkeypatch):
     channel = fields.Field("channel", fields.TEXT, "channel is not a string")

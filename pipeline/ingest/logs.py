@@ -513,6 +513,38 @@ def _item_struct(arrow_type: pa.DataType | None, depth: int) -> pa.StructType | 
     return arrow_type if pa.types.is_struct(arrow_type) else None
 
 
+def _list_shape(types: dict[str, pa.DataType], ret: str, bind) -> str:
+    """The shape of a Parquet record's `retrieved`, or the reason JSON Lines gives it: a list of
+    items that are no objects is judged by its first item (an empty one is a list; pyarrow
+    types a column of empty lists list<null>)."""
+    arrow_type = types.get("retrieved")
+    if _item_struct(arrow_type, 1) is not None:
+        return "'list'"
+    if not _is_list(arrow_type):
+        return bind("retrieved is not a list")
+    not_objects = bind("retrieved item 1 is not an object")
+    return f"CASE WHEN len({ret}) = 0 THEN 'list' ELSE {not_objects} END"
+
+
+def _steps_shape(types: dict[str, pa.DataType], steps: str, ret: str, bind) -> str:
+    """The shape of a Parquet record's non-null `retrieval_steps`, or the reason JSON Lines
+    gives it, in the order sql/stage_logs_jsonl.sql judges them."""
+    arrow_type = types.get("retrieval_steps")
+    if not _is_list(arrow_type):
+        return bind("retrieval_steps is not a list")
+    cases = [f"WHEN {ret} IS NOT NULL THEN {bind(fields.BOTH_LISTS)}"]
+    if not _is_list(arrow_type.value_type):   # steps that are no lists, or no step at all
+        cases.append(f"WHEN len({steps}) > 0 THEN {bind(fields.STEPS_NOT_LISTS)}")
+    else:
+        cases.append(f"WHEN list_contains(list_transform({steps}, lambda s: s IS NULL), true) "
+                     f"THEN {bind(fields.STEPS_NOT_LISTS)}")
+        if _item_struct(arrow_type, 2) is None:   # items that are no objects: the first one
+            nonempty = f"list_transform({steps}, lambda s: len(s) > 0)"
+            cases.append(f"WHEN list_contains({nonempty}, true) THEN 'retrieval step ' || "
+                         f"list_position({nonempty}, true) || ' item 1 is not an object'")
+    return f"CASE {' '.join(cases)} ELSE 'steps' END"
+
+
 def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
     """Stage a Parquet log file as the view stage_requests, the shape stage_logs_jsonl.sql
     gives JSONL, over the view stage_file (the same with each row's number, file_row, by which
@@ -537,14 +569,9 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
     steps = q("retrieval_steps") if "retrieval_steps" in types else "NULL"
     ret_struct = _item_struct(types.get("retrieved"), 1)
     steps_struct = _item_struct(types.get("retrieval_steps"), 2)
-    when_steps = (bind(fields.STEPS_NOT_LISTS) if steps_struct is None
-                  else f"CASE WHEN {ret} IS NOT NULL THEN {bind(fields.BOTH_LISTS)} "
-                       f"WHEN list_contains(list_transform({steps}, lambda s: s IS NULL), true) "
-                       f"THEN {bind(fields.STEPS_NOT_LISTS)} ELSE 'steps' END")
-    when_list = "'list'" if ret_struct is not None else bind("retrieved is not a list of objects")
-    shape = f"""CASE WHEN {steps} IS NOT NULL THEN {when_steps}
+    shape = f"""CASE WHEN {steps} IS NOT NULL THEN {_steps_shape(types, steps, ret, bind)}
         WHEN {ret} IS NULL THEN {bind(fields.MISSING_LIST)}
-        ELSE {when_list} END"""
+        ELSE {_list_shape(types, ret, bind)} END"""
     items, k_default = ["CASE"], ["CASE"]
     if ret_struct is not None:
         items.append(f"WHEN {shape} = 'list' THEN list_transform({ret}, "
@@ -556,6 +583,7 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
                      f"lambda x, i: {fields.parquet_item(steps_struct, 'si', bind)})))")
         k_default.append(f"WHEN {shape} = 'steps' THEN "
                          f"list_max(list_transform({steps}, lambda s: len(s)))")
+    if _is_list(types.get("retrieval_steps")):
         n_steps = f"CASE WHEN {shape} = 'steps' THEN len({steps}) ELSE 1 END::INTEGER"
     else:
         n_steps = "1"
