@@ -111,6 +111,17 @@ def test_a_window_beyond_the_data_is_nothing_to_do_not_an_end_never_given(tmp_pa
         assert out == "nothing to aggregate: no requests in the warehouse for that window.\n"
 
 
+@pytest.mark.parametrize("command", ["ingest logs", "run --logs"])
+def test_reading_logs_over_an_empty_interval_is_one_error_not_nothing_read(
+        tmp_path, run_cli, command):
+    # as `check` and `score` refuse it: an --end not after --start reads nothing, silently
+    logs = write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    code, out, err = run_cli(*command.split(), logs, "--start", "2026-11-05",
+                             "--end", "2026-11-01")
+    assert (code, out) == (2, "")
+    assert "the window is empty: --end 2026-11-01 00:00:00 is not after --start" in err
+
+
 def test_run_says_what_it_loaded_of_the_gold_set_and_manifests_it_was_given(tmp_path, run_cli):
     gold = write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"]), "not json"])
     manifest = write_jsonl(tmp_path / "idx.jsonl", [{"chunk_id": "a", "text": "x"}])

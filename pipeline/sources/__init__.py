@@ -127,7 +127,9 @@ def read_options(*, fmt: str | None = None, table: str | None = None,
     environment's RECALLWATCH_LOG_FORMAT / RECALLWATCH_LOG_TABLE / RECALLWATCH_LOG_COLUMNS, as a
     scheduled deployment sets them) and the interval. `columns` is FIELD=COLUMN[,...]."""
     from pipeline.formats import get_format
+    from pipeline.state import check_window
 
+    check_window(start, end)   # an interval that holds nothing reads nothing: say so
     fmt = fmt or os.environ.get("RECALLWATCH_LOG_FORMAT") or None
     table = table or os.environ.get("RECALLWATCH_LOG_TABLE") or None
     text = columns if columns is not None else os.environ.get("RECALLWATCH_LOG_COLUMNS", "")
