@@ -106,7 +106,9 @@ checked AS (
         -- a blank gold_id names no golden: the request joins by its query instead
         CASE WHEN trim(logged.gold_id) <> '' THEN logged.gold_id END AS gold_id,
         logged.index_version,
-        try_cast(index_size_num AS BIGINT) AS index_size,
+        -- as logged when it is an integer: a double holds integers exactly only to 2^53
+        coalesce(try_cast(logged.index_size AS BIGINT), try_cast(index_size_num AS BIGINT))
+            AS index_size,
         try_cast(coalesce(k_num, k_default, 0) AS INTEGER) AS k,
         n_steps,
         -- a blank session_id names no session: the request is its own cluster

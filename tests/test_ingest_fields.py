@@ -82,6 +82,13 @@ def test_a_parquet_file_of_requests_served_nothing_loads_as_jsonl_does(con, tmp_
     assert con.sql("SELECT DISTINCT len(retrieved), k FROM requests").fetchall() == [(0, 0)]
 
 
+def test_an_index_size_beyond_the_exact_doubles_is_stored_as_logged(con, tmp_path):
+    size = 2**53 + 1   # a double holds 2**53 + 2 or 2**53, never this
+    assert ingest_both(con, tmp_path, [request("r", ["a"], index_size=size)]) == {
+        "logs.jsonl": [], "logs.parquet": []}
+    assert con.sql("SELECT DISTINCT index_size FROM requests").fetchall() == [(size,)]
+
+
 def test_a_field_added_to_the_declaration_is_staged_and_checked_in_both_formats(
         con, tmp_path, monkeypatch):
     channel = fields.Field("channel", fields.TEXT, "channel is not a string")
