@@ -30,7 +30,7 @@ SELECT
         WHEN (list_contains(_needs, 'gold_chunk_ids') AND len(gold_chunk_ids) > 0)
           OR (list_contains(_needs, 'gold_passages') AND len(gold_passages) > 0)
           OR (list_contains(_needs, 'claims') AND len(claims) > 0)
-          OR (list_contains(_needs, 'reference') AND trim(reference) <> '')
+          OR (list_contains(_needs, 'reference') AND text_or_null(reference) IS NOT NULL)
             THEN 'scored'
         ELSE 'no_evidence'
     END AS status

@@ -275,6 +275,20 @@ def test_empty_retrieval_is_a_real_zero_and_no_reference_is_no_evidence(con, tmp
                          "r-none": ("no_evidence", None, None, None)}
 
 
+@pytest.mark.parametrize("blank", ["   ", "\n\t\n", "\u00a0\r\n"])
+def test_a_blank_reference_is_no_evidence_and_costs_no_call(con, tmp_path, use_judge, blank):
+    # blank as a claim is blank: any whitespace, not only spaces (DuckDB's trim)
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "q1?", "reference": blank}],
+         [request("r-1", CHUNKS, gold_id="g-1"), request("r-empty", [], gold_id="g-1")])
+    with JudgeServer(reply=splitting) as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+        score(con, routes=("claims",))
+    assert server.calls == 0
+    assert rows(con) == {"r-1": ("no_evidence", None, None, None),
+                         "r-empty": ("no_evidence", None, None, None)}
+
+
 def test_served_chunks_without_any_text_are_not_a_zero_and_cost_no_call(con, tmp_path,
                                                                         use_judge):
     # the retriever served chunks, but neither the log nor a manifest holds their text: what
