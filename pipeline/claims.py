@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline.errors import RecallwatchError
 from pipeline.judge import Budget, JudgeConfig, complete_json, message_tokens
-from pipeline.warehouse import run_script, transaction
+from pipeline.warehouse import distinct_texts, run_script, transaction
 
 SPLIT_PROMPT_VERSION = "v1"
 # The RAGAS claim decomposition ("break down each sentence into one or more fully understandable
@@ -91,7 +91,7 @@ def split_reference(config: JudgeConfig, reference: str, *, client=None,
         found = None
     if not isinstance(found, list) or not all(isinstance(c, str) for c in found):
         return None, tokens, calls, 'the reply is not JSON with a "claims" list of strings'
-    claims = tuple(c.strip() for c in found if c.strip())
+    claims = tuple(distinct_texts(c.strip() for c in found if c.strip()))
     if not claims:
         return None, tokens, calls, "the judge found no claims in the reference"
     return claims, tokens, calls, None
@@ -197,7 +197,7 @@ def import_claims(con, path: str | Path, gold_version: str) -> int:
             raise RecallwatchError(
                 f"{path} line {number}: gold_id {gold_id!r} is not in gold set {gold_version}; "
                 "fix it and import again (nothing was changed).")
-        wanted[gold_id] = tuple(c.strip() for c in claims if c.strip())
+        wanted[gold_id] = tuple(distinct_texts(c.strip() for c in claims if c.strip()))
     with transaction(con):
         for gold_id, claims in wanted.items():
             run_script(con, "claims_replace", {"gold_version": gold_version, "gold_id": gold_id,

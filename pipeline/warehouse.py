@@ -63,6 +63,16 @@ def normalize_text(text: str | None) -> str | None:
     return " ".join(folded.split())
 
 
+def distinct_texts(texts) -> list[str]:
+    """Gold texts (passages, claims) in order, each once as compared (Unicode NFC: accents
+    composed either way are one text), in the spelling first given: every gold item weighs
+    the same, once."""
+    first: dict[str, str] = {}
+    for text in texts:
+        first.setdefault(unicodedata.normalize("NFC", text), text)
+    return list(first.values())
+
+
 def _normalize_arrow(texts: pa.Array) -> pa.Array:
     return pa.array([normalize_text(t) for t in texts.to_pylist()], type=pa.string())
 

@@ -180,3 +180,16 @@ def test_a_csv_row_with_more_or_fewer_fields_than_the_header_is_quarantined(con,
     assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
         (3, "4 fields where the header names 3: quote a value that holds a comma"),
         (4, "2 fields where the header names 3")]
+
+
+def test_gold_passages_given_twice_in_unicode_nfc_are_needed_once(con, tmp_path):
+    # passages compare in NFC: composed and decomposed accents are one passage
+    composed, decomposed = "caf\u00e9 cr\u00e8me", "cafe\u0301 cre\u0300me"
+    write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
+                                           "gold_passages": [composed, decomposed, "tea"],
+                                           "gold_chunk_ids": [composed, decomposed]}])
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    # chunk IDs compare exactly, as logged: two IDs
+    assert con.sql("SELECT gold_passages, gold_chunk_ids FROM goldens").fetchall() == [
+        ([composed, "tea"], [composed, decomposed])]
+

@@ -289,6 +289,32 @@ def test_a_blank_reference_is_no_evidence_and_costs_no_call(con, tmp_path, use_j
                          "r-empty": ("no_evidence", None, None, None)}
 
 
+def test_a_claim_given_twice_is_needed_once_from_a_split_an_import_or_the_gold_set(
+        con, tmp_path, use_judge):
+    # every gold item weighs the same, once; in Unicode NFC, as passages compare
+    composed, decomposed = "Caf\u00e9 cr\u00e8me holds.", "Cafe\u0301 cre\u0300me holds."
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "q1?", "reference": REFERENCE},
+                         {"gold_id": "g-2", "question": "q2?",
+                          "claims": [composed, decomposed, "Beta holds."]}],
+         [request("r-1", CHUNKS, gold_id="g-1")])
+
+    def split_twice(req):
+        if req.response_format["json_schema"]["name"] == "reference_claims":
+            return {"claims": [SPLIT[0], SPLIT[0] + " ", SPLIT[1]]}
+        return words_judge(req)
+
+    with JudgeServer(reply=split_twice) as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+    claims = stored_claims(con, "v1")
+    assert claims["g-1"] == (SPLIT[0], SPLIT[1]) and rows(con)["r-1"][1] == 2
+    assert claims["g-2"] == (composed, "Beta holds.")
+    path = tmp_path / "claims.jsonl"
+    path.write_text(json.dumps({"gold_id": "g-1", "claims": ["A.", decomposed, composed]}))
+    import_claims(con, path, "v1")
+    assert stored_claims(con, "v1")["g-1"] == ("A.", decomposed)
+
+
 def test_served_chunks_without_any_text_are_not_a_zero_and_cost_no_call(con, tmp_path,
                                                                         use_judge):
     # the retriever served chunks, but neither the log nor a manifest holds their text: what

@@ -31,7 +31,7 @@ from pipeline.ingest.files import (
     single_file,
     spaced_csv_header,
 )
-from pipeline.warehouse import normalize_text, run_script, transaction
+from pipeline.warehouse import distinct_texts, normalize_text, run_script, transaction
 
 _GOLD_LISTS = ("gold_chunk_ids", "gold_passages", "claims")
 
@@ -256,6 +256,8 @@ def _check_golden(record: dict) -> tuple[dict | None, str | None]:
         items, reason = _as_list(record.get(field), field)
         if reason:
             return None, reason
-        # order kept, duplicates dropped: every gold item weighs the same, once
-        row[field] = list(dict.fromkeys(items))
+        # order kept, duplicates dropped: every gold item weighs the same, once (a text as
+        # compared, in NFC; a chunk ID as logged)
+        row[field] = (list(dict.fromkeys(items)) if field == "gold_chunk_ids"
+                      else distinct_texts(items))
     return row, None
