@@ -365,6 +365,30 @@ def test_a_rescoring_without_a_judge_keeps_the_verdicts_already_given(
     assert said and said[0].startswith("claims route not judged")
 
 
+def test_a_rescoring_without_a_judge_keeps_a_failed_verdict_and_no_evidence(
+        con, tmp_path, use_judge, monkeypatch):
+    # what a judge settled stays as it is: a call that failed is judge_failed, a golden with
+    # nothing to compare (blank claims, no reference) no_evidence, not "not judged"
+    for name in ("RECALLWATCH_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    load(con, tmp_path, [{"gold_id": "g-fail", "question": "q1?", "claims": ["Fact two."]},
+                         {"gold_id": "g-blank", "question": "q2?", "claims": ["\t"]},
+                         {"gold_id": "g-ref", "question": "q3?", "reference": REFERENCE}],
+         [request("r-fail", CHUNKS, gold_id="g-fail"),
+          request("r-blank", CHUNKS, gold_id="g-blank"),
+          request("r-ref", CHUNKS, gold_id="g-ref")])
+    with JudgeServer(reply=lambda req: Fault("500")) as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+    judged = rows(con)
+    assert {r: v[0] for r, v in judged.items()} == {
+        "r-fail": "judge_failed", "r-blank": "no_evidence", "r-ref": "judge_failed"}
+    register(ClaimsRoute(report=lambda _: None))   # no judge now
+    score(con, routes=("claims",))
+    # the reference never split: nothing of it was judged, so it waits for a judge
+    assert rows(con) == {**judged, "r-ref": ("not_judged", None, None, None)}
+
+
 def test_blank_claims_and_blank_logged_texts_are_nothing_to_judge(con, tmp_path, use_judge):
     # a claim of a tab or a line break is blank, as a space is; a blank logged text gives way
     # to the manifest's, so the judge reads what was served

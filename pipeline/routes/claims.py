@@ -174,36 +174,46 @@ def _without_judge(con, gold_version: str, rows: list[tuple[str, str, list[str] 
                    ) -> dict[str, tuple]:
     """The outcomes a rescoring without a judge can still give (late logs, a manifest, new
     cutoffs rescore a day): a request whose claims and served context a judge has already
-    judged keeps that verdict (the newest cached one, whichever model gave it), one served
-    nothing is a real 0, and only what no judge has seen is `not_judged` — never a judged
-    day wiped. No call is made and no reference split."""
+    judged keeps that verdict (the newest cached one, whichever model gave it: scored, or
+    judge_failed when that call failed), one served nothing is a real 0, a golden with
+    nothing to compare (no claim, no reference) is no_evidence, and only what no judge has
+    seen is `not_judged` — never a judged day wiped. No call is made and no reference split."""
     claims_of = fix_claims(con, None, gold_version, []).claims
     wanted = [(rid, list(claims_of[gid]), ctx) for rid, gid, ctx in rows
               if ctx and claims_of.get(gid)]
-    cached: dict[str, list[bool]] = {}
+    cached: dict[str, tuple[str, list[bool] | None]] = {}
     if wanted:
         con.register("claims_wanted", pa.table({
             "request_id": [w[0] for w in wanted], "claims": [w[1] for w in wanted],
             "contexts": [w[2] for w in wanted]}))
         try:
-            cached = dict(con.execute(
-                "SELECT w.request_id, arg_max(v.attributed, v.created_at) "
+            cached = {request_id: (status, attributed) for request_id, status, attributed
+                      in con.execute(
+                "SELECT w.request_id, arg_max(v.status, v.created_at), "
+                "arg_max(v.attributed, v.created_at) "
                 "FROM claims_wanted w JOIN judge_verdicts v "
-                "ON v.status = 'ok' AND v.claims = w.claims AND v.contexts = w.contexts "
-                "GROUP BY w.request_id").fetchall())
+                "ON v.claims = w.claims AND v.contexts = w.contexts "
+                "GROUP BY w.request_id").fetchall()}
         finally:
             con.unregister("claims_wanted")
+    with_reference = {row[0] for row in con.execute(
+        "SELECT gold_id FROM goldens WHERE gold_version = $v "
+        "AND text_or_null(reference) IS NOT NULL", {"v": gold_version}).fetchall()}
     outcomes: dict[str, tuple] = {}
     for request_id, gold_id, contexts in rows:
         claims = claims_of.get(gold_id)
+        verdict = cached.get(request_id)
         if contexts is None:
             outcomes[request_id] = ("no_context_text", None, None)
-        elif claims is None:
-            outcomes[request_id] = ("not_judged", None, None)
+        elif claims is None:   # a reference not split yet waits for a judge
+            outcomes[request_id] = ("not_judged" if gold_id in with_reference else
+                                    "no_evidence", None, None)
         elif not contexts:
             outcomes[request_id] = ("scored", list(claims), [False] * len(claims))
-        elif request_id in cached:
-            outcomes[request_id] = ("scored", list(claims), list(cached[request_id]))
+        elif verdict is not None and verdict[0] == "ok":
+            outcomes[request_id] = ("scored", list(claims), list(verdict[1]))
+        elif verdict is not None:
+            outcomes[request_id] = ("judge_failed", list(claims), None)
         else:
             outcomes[request_id] = ("not_judged", list(claims), None)
     return outcomes
