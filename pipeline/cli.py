@@ -326,7 +326,7 @@ def cmd_drift(args) -> None:
         print("nothing to judge: no window metrics yet (run `recallwatch run`, or `score` "
               "then `aggregate`, first).")
         return
-    print(f"drift_events: {summary.rows} rows, {summary.opened} episode(s) opened, "
+    print(f"drift_events: {summary.rows} rows, {summary.opened} episode(s) opened in all, "
           f"{summary.resolved} resolved{'' if summary.changed else ' (unchanged)'}")
 
 
@@ -479,8 +479,10 @@ def cmd_run(args) -> None:
     print(f"scored {len(summary.days_scored)} day window(s), aggregated "
           f"{len(summary.days_aggregated)} day(s)")
     if summary.drift:
+        # the counts are of the whole table the step rewrote, not of this run's days
         print(f"drift: {summary.drift.opened} episode(s) opened, {summary.drift.resolved} "
-              "resolved (recallwatch export drift_events ...)")
+              "resolved in all" + ("" if summary.drift.changed else " (unchanged)")
+              + " (recallwatch export drift_events ...)")
     if summary.alerts:
         print(f"alerts: {summary.alerts.sent} sent, {summary.alerts.failed} failed "
               "(a failed one is retried by the next run)" + _past(summary.alerts))

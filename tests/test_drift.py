@@ -305,8 +305,9 @@ def test_drift_and_rebaseline_from_the_cli(run_cli, tmp_path):
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
     write_jsonl(tmp_path / "logs.jsonl", [
         request(f"r{d}", ["a", "b"], ts=f"2026-11-{d:02d}T10:00:00Z") for d in range(1, 10)])
-    assert run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
-                   "--gold-version", "v1")[0] == 0
+    code, out, _ = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold",
+                           tmp_path / "gold.jsonl", "--gold-version", "v1")
+    assert code == 0 and "drift: 0 episode(s) opened, 0 resolved in all (recallwatch" in out
     code, out, _ = run_cli("drift")
     assert code == 0 and "drift_events:" in out and "(unchanged)" in out
     code, out, _ = run_cli("drift", "rebaseline", "--slice", "all", "--from", "2026-11-05")
