@@ -93,7 +93,7 @@ stood_for AS (
 ),
 old_content AS (
     SELECT s.gold_version, s.gold_chunk_id, s.index_version AS from_version,
-           list_distinct(list_filter([c.content_hash, sha256(c.text)], lambda h: h IS NOT NULL))
+           list_distinct(chunk_hashes(c.content_hash, c.text))
                AS hashes
     FROM stood_for s
     JOIN index_chunks c USING (index_version, chunk_id)
@@ -103,7 +103,7 @@ old_content AS (
 ),
 new_hashes AS (
     SELECT DISTINCT chunk_id,
-           unnest(list_filter([content_hash, sha256(text)], lambda h: h IS NOT NULL)) AS hash
+           unnest(chunk_hashes(content_hash, text)) AS hash
     FROM index_chunks
     WHERE index_version = $index_version
 ),
@@ -121,17 +121,7 @@ judged AS (
     GROUP BY ALL
 )
 SELECT gold_version, $index_version, gold_chunk_id,
-       unnest(CASE
-           WHEN from_version IS NULL THEN [gold_chunk_id]
-           WHEN list_contains(chunks, gold_chunk_id) THEN [gold_chunk_id]
-           WHEN len(chunks) > 0 THEN chunks
-           ELSE [NULL]
-       END),
-       CASE
-           WHEN from_version IS NULL THEN 'unknown'
-           WHEN list_contains(chunks, gold_chunk_id) THEN 'same_id'
-           WHEN len(chunks) > 0 THEN 'content_hash'
-           ELSE 'gone'
-       END,
+       unnest(carried_as(gold_chunk_id, from_version IS NOT NULL, chunks)),
+       carry_how(gold_chunk_id, from_version IS NOT NULL, chunks),
        from_version, $live_from::TIMESTAMP
 FROM judged;

@@ -5,10 +5,8 @@
 -- it is compared as there. No parameters.
 -- A gold chunk's content is that of the named index's chunk of that ID; it matches a chunk of
 -- the other index when a content_hash or the sha256 of the text (as sql/load_index.sql hashes
--- it) agrees, as sql/carry_gold_ids.sql matches them. how: same_id (the other index holds the
--- ID with that content: compared as itself only), content_hash (compared as each ID holding
--- it), gone (no chunk there holds it: compared as nothing, always a miss, not_in_index),
--- unknown (the named index's manifest lacks the ID: compared as itself). Without the named
+-- it) agrees, as sql/carry_gold_ids.sql matches them; how, as there (macro carry_how in
+-- sql/schema.sql), with unknown for an ID the named index's manifest lacks. Without the named
 -- index's manifest nothing is written: every ID is compared as it is.
 
 DELETE FROM named_gold_ids;
@@ -30,8 +28,7 @@ others AS (
 ),
 named_content AS (
     SELECT g.gold_version, g.gold_chunk_id,
-           unnest(list_filter([c.content_hash, sha256(c.text)], lambda h: h IS NOT NULL))
-               AS hash
+           unnest(chunk_hashes(c.content_hash, c.text)) AS hash
     FROM gold_chunks g
     JOIN index_chunks c ON c.index_version = g.named AND c.chunk_id = g.gold_chunk_id
 ),
@@ -39,8 +36,7 @@ found AS (
     SELECT DISTINCT n.gold_version, n.gold_chunk_id, c.index_version, c.chunk_id
     FROM named_content n
     JOIN (SELECT index_version, chunk_id,
-                 unnest(list_filter([content_hash, sha256(text)], lambda h: h IS NOT NULL))
-                     AS hash
+                 unnest(chunk_hashes(content_hash, text)) AS hash
           FROM index_chunks) c USING (hash)
 ),
 judged AS (
@@ -53,17 +49,6 @@ judged AS (
     GROUP BY ALL
 )
 SELECT gold_version, index_version, gold_chunk_id,
-       unnest(CASE
-           WHEN NOT known THEN [gold_chunk_id]
-           WHEN list_contains(chunks, gold_chunk_id) THEN [gold_chunk_id]
-           WHEN len(chunks) > 0 THEN chunks
-           ELSE [NULL]
-       END),
-       CASE
-           WHEN NOT known THEN 'unknown'
-           WHEN list_contains(chunks, gold_chunk_id) THEN 'same_id'
-           WHEN len(chunks) > 0 THEN 'content_hash'
-           ELSE 'gone'
-       END,
+       unnest(carried_as(gold_chunk_id, known, chunks)), carry_how(gold_chunk_id, known, chunks),
        named
 FROM judged;

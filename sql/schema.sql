@@ -465,3 +465,23 @@ CREATE OR REPLACE MACRO conflict_reason(request_id, source, line) AS
 -- blank logged text gives way to its manifest text; a blank claim is no claim.
 CREATE OR REPLACE MACRO text_or_null(t) AS
     CASE WHEN regexp_full_match(t, '[\s\p{Z}\x{0B}\x{1C}-\x{1F}\x{85}]*') THEN NULL ELSE t END;
+
+-- A manifest chunk's content as it is matched across index versions (sql/carry_gold_ids.sql,
+-- sql/carry_named_gold.sql): its content_hash and the sha256 of its text, those given.
+CREATE OR REPLACE MACRO chunk_hashes(content_hash, text) AS
+    list_filter([content_hash, sha256(text)], lambda h: h IS NOT NULL);
+
+-- How a gold chunk is compared on another index version, from whether its content is known
+-- and the chunks there that hold it (NULL: none): unknown (compared as itself), same_id (the
+-- ID holds it there: as itself only), content_hash (as each chunk holding it), gone (as
+-- nothing: always a miss). carried_as: the IDs it is compared as, [NULL] when gone.
+CREATE OR REPLACE MACRO carry_how(gold_chunk_id, known, chunks) AS
+    CASE WHEN NOT known THEN 'unknown'
+         WHEN list_contains(chunks, gold_chunk_id) THEN 'same_id'
+         WHEN len(chunks) > 0 THEN 'content_hash'
+         ELSE 'gone' END;
+CREATE OR REPLACE MACRO carried_as(gold_chunk_id, known, chunks) AS
+    CASE carry_how(gold_chunk_id, known, chunks)
+         WHEN 'content_hash' THEN chunks
+         WHEN 'gone' THEN [NULL]
+         ELSE [gold_chunk_id] END;

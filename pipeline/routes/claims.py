@@ -196,9 +196,10 @@ def _without_judge(con, gold_version: str, rows: list[tuple[str, str, list[str] 
                 "GROUP BY w.request_id").fetchall()}
         finally:
             con.unregister("claims_wanted")
-    with_reference = {row[0] for row in con.execute(
-        "SELECT gold_id FROM goldens WHERE gold_version = $v "
-        "AND text_or_null(reference) IS NOT NULL", {"v": gold_version}).fetchall()}
+    # the goldens whose reference a judge would split first (none of their claims stored)
+    unsplit = {row[0] for row in run_script(con, "claims_to_split", {
+        "gold_version": gold_version,
+        "gold_ids": sorted({gid for _, gid, _ in rows if gid and not claims_of.get(gid)})})}
     outcomes: dict[str, tuple] = {}
     for request_id, gold_id, contexts in rows:
         claims = claims_of.get(gold_id)
@@ -206,7 +207,7 @@ def _without_judge(con, gold_version: str, rows: list[tuple[str, str, list[str] 
         if contexts is None:
             outcomes[request_id] = ("no_context_text", None, None)
         elif claims is None:   # a reference not split yet waits for a judge
-            outcomes[request_id] = ("not_judged" if gold_id in with_reference else
+            outcomes[request_id] = ("not_judged" if gold_id in unsplit else
                                     "no_evidence", None, None)
         elif not contexts:
             outcomes[request_id] = ("scored", list(claims), [False] * len(claims))
