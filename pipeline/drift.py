@@ -27,8 +27,11 @@ together, because false discoveries are controlled across the slices of a window
   the chance of ever raising a false drop or rise, over unlimited re-checks, is at most alpha.
   The row's interval is the set of differences the detector has not ruled out.
 - An episode opens at a drop (or rise) and ends at the first window whose own interval at level
-  1 - alpha lies above -margin (below +margin for a rise), or on the day a person re-baselined
-  the slice; the detector then restarts for that direction. A window with nothing to compare
+  1 - alpha lies above -margin (below +margin for a rise), or whose recovered stretch's does:
+  the episode's windows since the last one whose own difference lay beyond the margin, pooled
+  (a slice too small for one window's interval to lie within the margin would otherwise stay
+  in its episode for ever once recall is back) — or on the day a person re-baselined the
+  slice; the detector then restarts for that direction. A window with nothing to compare
   keeps the episode open.
 - Power: every row carries the smallest drop its data would detect with 80 % power (fixed: in
   this window alone; anytime: a drop present since the drop detector started); a window that
@@ -150,6 +153,9 @@ class _Series:
     episode: str | None = None                     # 'drop' | 'rise' while one is open
     episode_id: str | None = None
     episode_opened: datetime | None = None
+    # the open episode's windows since the last whose own difference lay beyond the margin,
+    # keyed by the baseline they were compared with
+    recovered: _Pool | None = None
     last_version: str | None = None
 
 
@@ -385,6 +391,11 @@ class _Tests:
     restarted: list = field(default_factory=list)
     restarted_low: np.ndarray | None = None
     restarted_high: np.ndarray | None = None
+    # series in an episode: the window with the episode's recovered windows before it, and the
+    # interval of that stretch against the baseline (None when no series is in one)
+    recovering: list | None = None
+    back_low: np.ndarray | None = None
+    back_high: np.ndarray | None = None
 
     @classmethod
     def of(cls, judged: list[_Item], config: Config) -> _Tests:
@@ -402,6 +413,16 @@ class _Tests:
             families.setdefault(it.series.key[1:], []).append(j)
         fixed = _fixed_look(base, win, base_session, win_session, base_mean, win_mean, config,
                             alpha)
+        back: dict = {}
+        if any(it.series.episode for it in judged):
+            stretch = [_recovering(it) for it in judged]
+            stretch_mean = np.array([_as_mean(it.series.key[4], p)
+                                     for it, p in zip(judged, stretch, strict=True)])
+            pooled = _fixed_look(base, np.array([p.sums for p in stretch]), base_session,
+                                 np.array([p.any_session for p in stretch]), base_mean,
+                                 stretch_mean, config, alpha)
+            back = {"recovering": stretch, "back_low": pooled["low"],
+                    "back_high": pooled["high"]}
         mode = config.drift_mode
         method = [_method(mode, it.series.key[4], it.pool, it.window) for it in judged]
         if mode == "fixed":
@@ -412,14 +433,28 @@ class _Tests:
             return cls(fixed["delta"], fixed["low"], fixed["high"], fixed["low"], fixed["high"],
                        drop, rise, np.where(fixed["delta"] < 0, fixed["p_drop"],
                                             fixed["p_rise"]),
-                       fixed["mdd"], fixed["need"], method)
+                       fixed["mdd"], fixed["need"], method, **back)
         seq = _anytime(judged, base, win, base_session, base_mean, families, config, alpha)
         drop = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_drop"][m], alpha / 4))
         rise = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_rise"][m], alpha / 4))
         return cls(fixed["delta"], fixed["low"], fixed["high"], seq["low"], seq["high"], drop,
                    rise, np.where(fixed["delta"] < 0, seq["e_drop"], seq["e_rise"]), seq["mdd"],
                    seq["need"], method, seq["carried"], seq["restarted"], seq["restarted_low"],
-                   seq["restarted_high"])
+                   seq["restarted_high"], **back)
+
+
+def _recovering(it: _Item) -> _Pool:
+    """The window pooled with its series' recovered windows before it (those of the open
+    episode since the last whose own difference lay beyond the margin), when they were compared
+    with the same baseline."""
+    stretch = _Pool(it.pool.key)
+    before = it.series.recovered
+    if it.series.episode and before is not None and before.key == it.pool.key:
+        stretch.sums, stretch.any_session, stretch.binary = (before.sums.copy(),
+                                                             before.any_session, before.binary)
+        stretch.starts, stretch.ends = list(before.starts), list(before.ends)
+    stretch.add(it.window)
+    return stretch
 
 
 def _as_mean(metric: str, group: _Pool | _Window) -> bool:
@@ -693,27 +728,36 @@ def _decide(row: dict, j: int, tests: _Tests, config: Config) -> None:
 
 def _follow_episode(s: _Series, row: dict, j: int | None, tests: _Tests | None, pool,
                     margin: float, grain: str) -> None:
-    """Open an episode on a drop or rise; end it at the first window whose own interval shows
-    the difference back within the margin, or on the day a person re-baselined the slice. A
-    window with nothing to compare (no data, or no baseline yet) leaves it open."""
+    """Open an episode on a drop or rise; end it at the first window whose own interval, or
+    its recovered stretch's (the episode's windows since the last whose own difference lay
+    beyond the margin, pooled), shows the difference back within the margin, or on the day a
+    person re-baselined the slice. A window with nothing to compare (no data, or no baseline
+    yet) leaves it open."""
     row["episode_kind"] = s.episode
     if s.episode is None:
         if row["decision"] in ("drop", "rise"):
             s.episode = row["decision"]
             s.episode_opened = row["window_start"]
             s.episode_id = _episode_id(s.key, grain, row["window_start"], s.episode)
+            s.recovered = None
             row.update(state="opened", episode_id=s.episode_id)
         return
     restarts = s.baseline.restarts if s.baseline.kind == "first" else ()
     if any(s.episode_opened.date() < day <= row["window_start"].date() for day in restarts):
         back = True   # re-baselined after the episode opened: the new level is accepted
     elif j is not None:
-        back = (tests.fixed_low[j] > -margin if s.episode == "drop"
-                else tests.fixed_high[j] < margin)
+        # the window's own interval within the margin, or its recovered stretch's
+        back = bool(tests.fixed_low[j] > -margin or tests.back_low[j] > -margin
+                    if s.episode == "drop"
+                    else tests.fixed_high[j] < margin or tests.back_high[j] < margin)
     else:
         back = False
     if not back:
         row.update(state="ongoing", episode_id=s.episode_id)
+        if j is not None:   # a window still beyond the margin starts the stretch again
+            beyond = (tests.delta[j] <= -margin if s.episode == "drop"
+                      else tests.delta[j] >= margin)
+            s.recovered = None if beyond else tests.recovering[j]
         return
     row.update(state="resolved", episode_id=s.episode_id)
     if j is not None and tests.carried:
@@ -724,7 +768,7 @@ def _follow_episode(s: _Series, row: dict, j: int | None, tests: _Tests | None, 
             row["delta_low"] = _finite(float(tests.restarted_low[j]))
     if row["decision"] == s.episode:   # the detector's old evidence, not this window's
         row["decision"] = "stable"
-    s.episode, s.episode_id = None, None
+    s.episode, s.episode_id, s.recovered = None, None, None
 
 
 def _one_interval(row: dict, j: int, tests: _Tests) -> None:

@@ -418,3 +418,37 @@ def test_a_window_and_baseline_whose_recalls_are_all_equal_are_not_certain(con, 
     assert low < -0.4 and high > 0.1, (low, high)   # two requests and 14: far from certain
     assert decision == "insufficient"
     assert "wilson" in method
+
+
+@pytest.mark.parametrize("mode", ["anytime", "fixed"])
+def test_a_drop_on_a_small_slice_resolves_once_recall_is_back_for_some_days(con, tmp_path,
+                                                                            mode):
+    # 20 requests a day at mean recall 0.8 (each finding 6 to 10 of 10 gold chunks), five days
+    # at 0.5, then the first level again exactly: one day of 20 requests is too few for its own
+    # interval to lie above -0.05 (about -0.07 at best), so the episode stayed open for ever;
+    # the recovered days pooled show it within the margin after a few days
+    gold = [f"c{j}" for j in range(10)]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
+    level = {n: 6 if n < 10 or n >= 15 else 3 for n in range(30)}
+    records = []
+    for n, low in level.items():
+        day = date(2026, 10, 1) + timedelta(days=n)
+        for i in range(20):
+            hit = low + i % 5
+            records.append(request(f"r{n}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
+                                   ts=f"{day}T10:{i:02d}:00Z"))
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    put_in_force(con, resolve(con, drift_mode=mode))
+    drift(con)
+    rows = con.sql("SELECT window_start::DATE, delta, state FROM drift_events "
+                   "WHERE slice = 'all' AND k = 10 AND metric = 'mean_recall' "
+                   "AND state <> 'none' ORDER BY 1").fetchall()
+    opened = [day for day, _, state in rows if state == "opened"]
+    resolved = [day for day, _, state in rows if state == "resolved"]
+    assert len(opened) == 1 and date(2026, 10, 11) <= opened[0] < date(2026, 10, 16)
+    # back on 10-16, resolved within the first days back, once and for good
+    assert len(resolved) == 1 and date(2026, 10, 16) <= resolved[0] <= date(2026, 10, 21), rows
+    back = [delta for day, delta, _ in rows if date(2026, 10, 16) <= day]
+    assert all(delta == pytest.approx(0.0, abs=1e-12) for delta in back)
