@@ -714,6 +714,25 @@ def test_before_after_of_recalls_all_equal_are_proportions_at_their_mean(con, tm
     assert d["high"] == pytest.approx(0.5 + (0.5 - low))
 
 
+def test_a_before_after_side_near_1_has_its_interval_clipped_as_the_daily_rows(con, tmp_path):
+    # after the rebuild six requests found 1, 1, 1, 1, 1 and 0.5 of their gold: the side's
+    # t-interval, 0.917 +- 2.571 x 0.083, reached 1.131 in the report where window_metrics
+    # clips its rows to [0, 1]
+    r = before_after(con, tmp_path, GOLD, [
+        request(f"b-{d}-{i}", chunks, ts=day(d, 10 + i)) for d in range(1, 8)
+        for i, chunks in enumerate((["c-1", "c-2"], ["c-1"], ["x"]))] + [
+        request(f"a-{d}-{i}", ["n-1", "c-2"] if (d, i) != (8, 1) else ["n-1"],
+                ts=day(d, 10 + i), index_version="idx-2")
+        for d in range(8, 11) for i in range(2)])
+    _, after = r["sides"]
+    recalls = [1, 1, 1, 1, 1, 0.5]
+    mean = sum(recalls) / 6
+    t_low, t_high = sp.t.interval(0.95, 5, loc=mean, scale=sp.tstd(recalls) / 6 ** 0.5)
+    assert t_high > 1.1
+    assert (after["n"], after["mean"]) == (6, pytest.approx(mean))
+    assert (after["low"], after["high"]) == (pytest.approx(t_low), 1.0)
+
+
 def test_a_rollback_to_the_old_index_keeps_what_was_carried_to_the_one_between(con, tmp_path):
     # idx-1 to day 7, idx-2 (c-1 re-IDed n-1) from day 8, back to idx-1 from day 15: carrying
     # to idx-1 as a rebuild of day 15 made idx-1 "newer" than idx-2, and the next carry left

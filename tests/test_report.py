@@ -490,3 +490,35 @@ def test_slices_without_requests_on_the_latest_day_are_named_not_left_out(tmp_pa
     assert "tenant=both" in section and "Each slice on 2026-11-02" in section
     text = re.sub(r"<[^>]+>", "", section)
     assert "1 slice had no requests on 2026-11-02: tenant=early (last day 2026-11-01)" in text
+
+
+def test_a_mean_without_an_interval_names_no_method(tmp_path):
+    # one request on the latest day, recall 0.5: window_metrics has no interval for it (n = 1)
+    # and the report printed "— — (t)", as if a t-interval stood there
+    from conftest import golden, request, write_jsonl
+
+    from pipeline.run import run
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r-1", ["a"], ts="2026-11-01T10:00:00Z"),
+        request("r-2", ["a", "b"], ts="2026-11-01T11:00:00Z"),
+        request("r-3", ["b"], ts="2026-11-02T10:00:00Z")])
+    with connect(tmp_path / "w.duckdb") as con:
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1")
+        stored = con.sql("SELECT window_start::DATE::VARCHAR, ci_low, ci_method "
+                         "FROM window_metrics WHERE grain = 'day' AND slice = 'all' "
+                         "AND k = 3 ORDER BY 1").fetchall()
+        out = write_report(con, tmp_path / "report", k=3)
+    assert stored == [("2026-11-01", pytest.approx(stored[0][1]), "t"),
+                      ("2026-11-02", None, "t")]
+    text = re.sub(r"<[^>]+>", " ", Path(out).read_text(encoding="utf-8"))
+    text = re.sub(r"\s+", " ", text)
+    assert "(no interval)" in text and "(t)" not in text
+    # the daily table: a method beside the interval of 11-01, none beside 11-02's
+    assert re.search(r"2026-11-01 2 0 0\.750 \[[^]]+\] t ", text), text
+    assert re.search(r"2026-11-02 1 0 0\.500 — — ", text), text
+    # the latest day by slice: no interval, no method for the mean; the rates' Wilson stands
+    assert re.search(r"all 1 0 0\.500 — — / wilson ", text), text

@@ -20,6 +20,7 @@ from pipeline.stats import (
     ClusterStats,
     Interval,
     all_binary,
+    clip_unit,
     cluster_difference_interval,
     cluster_t_interval,
     cluster_wilson_interval,
@@ -129,7 +130,7 @@ def _side(name: str, row: dict | None, window: dict[str, datetime]) -> dict:
     side = {"side": name, "first": start.date(), "last": (end - timedelta(days=1)).date(),
             "days": 0, "n": 0, "n_clusters": 0, "mean": None, "low": None, "high": None}
     if row and row["n"]:
-        ci = _interval(row)
+        ci = clip_unit(_interval(row))   # as window_metrics clips its rows
         side.update(days=row["days"], n=row["n"], n_clusters=row["n_clusters"],
                     mean=row["recall_sum"] / row["n"], low=_number(ci.low),
                     high=_number(ci.high))
