@@ -23,10 +23,11 @@ def recallwatch_monitor():
     """Per run, the whole UTC days that ended in its data interval [start, end) (the interval with
     the default midnight schedule; a run in which no day ended is skipped): find the logs, gate
     their quality (a failure fails the run before anything is loaded), ingest, score, record
-    quality warnings, aggregate, judge drift, report, alert. Each step replaces its days' rows,
-    so any task can be cleared and re-run. A run triggered without a logical date has no
-    interval: give params `start` and `end` (ISO dates; given, they win over the interval).
-    See dags/README.md."""
+    quality warnings, aggregate, bring the days outside the interval up to date as `run` would
+    (late logs before a rebuild change what was carried to it), judge drift, report, alert. Each
+    step replaces its days' rows, so any task can be cleared and re-run. A run triggered without
+    a logical date has no interval: give params `start` and `end` (ISO dates; given, they win
+    over the interval). See dags/README.md."""
 
     @task.short_circuit  # no UTC day ended in the interval: nothing to do, the rest is skipped
     def logs(params=None, data_interval_start=None, data_interval_end=None) -> dict | None:
@@ -63,10 +64,10 @@ def recallwatch_monitor():
         return {grain: api.aggregate(WAREHOUSE, run["start"], run["end"], grain=grain).rows
                 for grain in api.configure(WAREHOUSE).grains}
 
-    @task(pool=WRITER)  # from start on: later windows' baselines and tests read this one
-    def drift(run: dict) -> int:
+    @task(pool=WRITER)  # other stale days first (late logs before a rebuild), as `run` does;
+    def drift(run: dict) -> int:  # then from start on: later windows' baselines read this one
         from pipeline import api
-        return api.drift(WAREHOUSE, run["start"]).opened
+        return api.drift(WAREHOUSE, min([run["start"], *api.catch_up(WAREHOUSE)])).opened
 
     @task(pool=WRITER)  # reads only, but cannot open the file while another process writes it
     def report() -> str:

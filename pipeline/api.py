@@ -277,6 +277,22 @@ def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None
 
 # ------------------------------------------------------------- scheduled runs (one interval)
 
+def catch_up(warehouse: Warehouse, *, progress: Progress | None = None) -> list[str]:
+    """What `run` does for the days outside a scheduled run's interval: carry the gold IDs
+    again (late logs can change which index served before a rebuild; a manifest or gold set
+    loaded since changes what was carried), re-score every stale day and re-aggregate every
+    stale window; drift is left to the caller. Returns the ISO days aggregated, from which
+    drift must be judged again. See pipeline.run.catch_up."""
+    from pipeline.run import catch_up as bring_up_to_date
+
+    with connect(warehouse, must_exist=True) as con:
+        config = settings.resolve(con)
+        if con.execute("SELECT 1 FROM requests LIMIT 1").fetchall():
+            settings.require_gold(config)
+        _, aggregated = bring_up_to_date(con, config, progress=progress)
+    return sorted({day.date().isoformat() for day in aggregated})
+
+
 def days_ended(start: When, end: When) -> dict[str, str] | None:
     """The whole UTC days that ended within a scheduled run's interval (start, end]: [the
     day of start, the day of end) as ISO date-times, or None when no day ended in it. Windows

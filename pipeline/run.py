@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipeline import state
 from pipeline.aggregate import aggregate
-from pipeline.config import put_in_force, require_gold, resolve
+from pipeline.config import Config, put_in_force, require_gold, resolve
 from pipeline.drift import DriftSummary, drift
 from pipeline.errors import RecallwatchError
 from pipeline.ingest import IngestSummary, ingest_gold, ingest_index, ingest_logs
@@ -66,35 +66,13 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
     loaded += [("index", version, ingest_index(con, path, version))
                for path, version in index or []]
     summary = ingest_logs(con, logs, progress=progress, options=read) if logs else None
-    if con.execute("SELECT 1 FROM rebuilds UNION ALL SELECT 1 FROM gold_versions "
-                   "WHERE index_version IS NOT NULL LIMIT 1").fetchall():
-        from pipeline.rebuild import carry_again
-
-        # a rebuilt index's carried gold IDs (and the IDs a gold set naming one index's
-        # chunks is compared as elsewhere) follow the content loaded since and the logs,
-        # also those loaded by `ingest logs` before this run (late days can change which
-        # index served last before a rebuild)
-        carry_again(con)
     # everything is checked before anything is put in force
     config = resolve(con, cutoffs=cutoffs, pass_mark=pass_mark, gold_version=gold_version)
-    has_requests = bool(con.execute("SELECT 1 FROM requests LIMIT 1").fetchall())
-    if has_requests:
+    if con.execute("SELECT 1 FROM requests LIMIT 1").fetchall():
         require_gold(config)
     if cutoffs is not None or pass_mark is not None:
         put_in_force(con, config)
-    days: list[datetime] = []
-    # scores left with no request (every request re-delivered away) are cleared as any
-    # day's are: scoring a day without requests removes its rows
-    if has_requests or con.execute("SELECT 1 FROM request_scores LIMIT 1").fetchall():
-        for start, end in state.contiguous(state.stale_score_days(con, config)):
-            scored = score(con, config, start=start, end=end, progress=progress)
-            days.extend(w[0] for w in scored.windows)
-    aggregated: set[datetime] = set()
-    for grain in config.grains:
-        stale = set(days) | set(state.stale_metric_days(con, config, grain))
-        for start, end in state.contiguous(sorted(stale)):
-            aggregate(con, config, grain=grain, start=start, end=end, progress=progress)
-        aggregated |= stale
+    days, aggregated = catch_up(con, config, progress=progress)
     judged = drift(con, config, progress=progress) if state.stale_drift(con, config) else None
     report = None
     if report_dir is not None:
@@ -109,5 +87,36 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
             raise TypeError("run needs now= to send alerts")
         sent = send_alerts(con, config, alert_channels,
                            report=str(report.resolve()) if report else None, now=now)
-    return RunSummary(summary, tuple(days), tuple(sorted(aggregated)), judged, report, sent,
-                      tuple(loaded))
+    return RunSummary(summary, days, aggregated, judged, report, sent, tuple(loaded))
+
+
+def catch_up(con, config: Config, *, progress: Progress | None = None
+             ) -> tuple[tuple[datetime, ...], tuple[datetime, ...]]:
+    """Carry the gold IDs again (rebuilt indexes, gold sets that name one index's chunks),
+    re-score every stale day and re-aggregate every stale window in every grain kept: what
+    `run` does between ingesting and judging drift. Returns the days scored and the days
+    aggregated."""
+    if con.execute("SELECT 1 FROM rebuilds UNION ALL SELECT 1 FROM gold_versions "
+                   "WHERE index_version IS NOT NULL LIMIT 1").fetchall():
+        from pipeline.rebuild import carry_again
+
+        # a rebuilt index's carried gold IDs (and the IDs a gold set naming one index's
+        # chunks is compared as elsewhere) follow the content loaded since and the logs,
+        # also those loaded by `ingest logs` before this run (late days can change which
+        # index served last before a rebuild)
+        carry_again(con)
+    days: list[datetime] = []
+    # scores left with no request (every request re-delivered away) are cleared as any
+    # day's are: scoring a day without requests removes its rows
+    if con.execute("SELECT 1 FROM requests UNION ALL SELECT 1 FROM request_scores "
+                   "LIMIT 1").fetchall():
+        for start, end in state.contiguous(state.stale_score_days(con, config)):
+            scored = score(con, config, start=start, end=end, progress=progress)
+            days.extend(w[0] for w in scored.windows)
+    aggregated: set[datetime] = set()
+    for grain in config.grains:
+        stale = set(days) | set(state.stale_metric_days(con, config, grain))
+        for start, end in state.contiguous(sorted(stale)):
+            aggregate(con, config, grain=grain, start=start, end=end, progress=progress)
+        aggregated |= stale
+    return tuple(days), tuple(sorted(aggregated))

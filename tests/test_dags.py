@@ -27,7 +27,7 @@ import pytest
 from pipeline import api
 from pipeline.demo import generate_demo_world
 from pipeline.warehouse import connect
-from tests.conftest import request, snapshot, write_jsonl
+from tests.conftest import golden, request, snapshot, write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 DAGS = ROOT / "dags"
@@ -378,3 +378,47 @@ def test_backfill_triggered_by_hand_does_what_rebuild_and_drift_do(airflow_env, 
     for table in ("index_chunks", "window_metrics", "drift_events"):
         rows = _table(scheduled, table)
         assert rows and rows == _table(direct, table), table
+
+
+@pytest.mark.slow
+def test_late_logs_before_a_rebuild_rescore_its_days_as_run_does(airflow_env, tmp_path):
+    # zeta served day 1, alpha (late logs) day 2, the rebuilt index `new` from day 3; the gold
+    # chunk c-1 is "alpha text" in alpha (n-1 in new), "zeta text" in zeta (n-2). Day 2's
+    # logs arrive after the rebuild: the monitor re-run for day 2 scored day 2 only, so day 3
+    # stayed carried from zeta (r3 recall 0) where `run` carries from alpha (recall 1)
+    logs = tmp_path / "logs"
+    files = {"gold": [golden("g-1", ["c-1"])],
+             "zeta": [{"chunk_id": "c-1", "text": "zeta text"}],
+             "alpha": [{"chunk_id": "c-1", "text": "alpha text"}],
+             "new": [{"chunk_id": "n-1", "text": "alpha text"},
+                     {"chunk_id": "n-2", "text": "zeta text"}]}
+    for name, records in files.items():
+        write_jsonl(tmp_path / f"{name}.jsonl", records)
+    days = {1: request("r1", ["c-1"], ts="2026-11-01T10:00:00Z", index_version="zeta"),
+            2: request("r2", ["c-1"], ts="2026-11-02T10:00:00Z", index_version="alpha"),
+            3: request("r3", ["n-1"], ts="2026-11-03T10:00:00Z", index_version="new")}
+    scheduled, caught_up = tmp_path / "scheduled.duckdb", tmp_path / "run.duckdb"
+    for warehouse in (scheduled, caught_up):
+        api.ingest_gold(warehouse, str(tmp_path / "gold.jsonl"), "v1")
+        for version in ("zeta", "alpha"):
+            api.ingest_index(warehouse, str(tmp_path / f"{version}.jsonl"), version)
+    env = _monitor_env(tmp_path, scheduled, logs)
+    for n in (1, 3):
+        write_jsonl(logs / f"dt=2026-11-0{n}" / "requests.jsonl", [days[n]])
+    runs = child(airflow_env, tmp_path, "recallwatch_monitor", "2026-11-02T00:00:00+00:00",
+                 "2026-11-04T00:00:00+00:00", **env)
+    assert [r["state"] for r in runs] == ["success", "success"], runs
+    api.rebuild(scheduled, "new", str(tmp_path / "new.jsonl"), "2026-11-03")
+    write_jsonl(logs / "dt=2026-11-02" / "requests.jsonl", [days[2]])   # late
+    (late,) = child(airflow_env, tmp_path, "recallwatch_monitor", "2026-11-03T00:00:00+00:00",
+                    **env)
+    assert late["state"] == "success", late
+
+    api.rebuild(caught_up, "new", str(tmp_path / "new.jsonl"), "2026-11-03")
+    api.run(caught_up, logs=[str(logs)])
+    with connect(scheduled, read_only=True) as con:
+        assert con.sql("SELECT request_id, recall FROM request_scores WHERE route = 'ids' "
+                       "ORDER BY 1").fetchall() == [("r1", 1.0), ("r2", 1.0), ("r3", 1.0)]
+    for table in ("carried_gold_ids", "request_scores", "window_metrics", "drift_events"):
+        rows = _table(scheduled, table)
+        assert rows and rows == _table(caught_up, table), table
