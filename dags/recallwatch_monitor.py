@@ -1,33 +1,32 @@
 """recallwatch_monitor: one UTC day of request logs per run, gated, scored, judged (wiring only)."""
 import os
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from airflow.sdk import CronDataIntervalTimetable, Param, chain, dag, task
 
-from pipeline.announce import on_task_failure  # light: the standard library only
+from pipeline.announce import on_task_failure, utc_start  # light: the standard library only
 
 WAREHOUSE = os.environ.get("RECALLWATCH_WAREHOUSE", "/opt/recallwatch/warehouse/recallwatch.duckdb")
 LOGS = os.environ.get("RECALLWATCH_LOG_SOURCE", "/opt/recallwatch/logs")
 REPORTS = os.environ.get("RECALLWATCH_REPORT_DIR", "/opt/recallwatch/reports/latest")
 WRITER = "recallwatch_writer"  # a pool of 1 slot: one process at a time may open the DuckDB file
-DAY = Param(None, type=["null", "string"], description="ISO date (UTC)")
+PARAMS = {key: Param(None, type=["null", "string"], description=f"{key}: ISO date (UTC)")
+          for key in ("start", "end")}  # one Param a key: one shared took the last value given
 
 
 @dag(schedule=CronDataIntervalTimetable(os.environ.get("RECALLWATCH_SCHEDULE", "0 0 * * *"),
                                         timezone="UTC"),
-     start_date=datetime.fromisoformat(os.environ.get("RECALLWATCH_START_DATE", "2026-10-01")),
-     catchup=True, max_active_runs=1, tags=["recallwatch"], params={"start": DAY, "end": DAY},
+     start_date=utc_start(os.environ.get("RECALLWATCH_START_DATE", "2026-10-01")), catchup=True,
+     max_active_runs=1, tags=["recallwatch"], params=PARAMS,
      default_args={"owner": "recallwatch", "retries": 2, "retry_delay": timedelta(minutes=5),
                    "on_failure_callback": on_task_failure})
 def recallwatch_monitor():
-    """Per run, the whole UTC days that ended in its data interval [start, end) (the interval with
-    the default midnight schedule; a run in which no day ended is skipped): find the logs, gate
-    their quality (a failure fails the run before anything is loaded), ingest, score, record
-    quality warnings, aggregate, bring the days outside the interval up to date as `run` would
-    (late logs before a rebuild change what was carried to it), judge drift, report, alert. Each
-    step replaces its days' rows, so any task can be cleared and re-run. A run triggered without
-    a logical date has no interval: give params `start` and `end` (ISO dates; given, they win
-    over the interval). See dags/README.md."""
+    """Per run, the whole UTC days that ended in its data interval [start, end) (a run in which
+    no day ended is skipped): find the logs, gate their quality (a failure fails the run before
+    anything is loaded), ingest, score, record quality warnings, aggregate, bring the days
+    outside the interval up to date as `run` would (late logs before a rebuild), judge drift,
+    report, alert. Each step replaces its days' rows, so any task can be cleared and re-run.
+    Params `start` and `end` (ISO dates) win over the interval. See dags/README.md."""
 
     @task.short_circuit  # no UTC day ended in the interval: nothing to do, the rest is skipped
     def logs(params=None, data_interval_start=None, data_interval_end=None) -> dict | None:

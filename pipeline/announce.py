@@ -30,6 +30,14 @@ CREDENTIALS = (("RECALLWATCH_AIRFLOW_USER", "RECALLWATCH_AIRFLOW_PASSWORD"),
 _SET_CREDENTIALS = "set AIRFLOW_USER and AIRFLOW_PASSWORD (or RECALLWATCH_AIRFLOW_USER/_PASSWORD)"
 
 
+def utc_start(text: str) -> datetime:
+    """A DAG's start date from ISO text, in UTC when it names no offset: a naive datetime is
+    read in Airflow's default time zone, and a UTC day cron from a local midnight west of UTC
+    begins on the next day."""
+    start = datetime.fromisoformat(text)
+    return start.replace(tzinfo=UTC) if start.tzinfo is None else start.astimezone(UTC)
+
+
 # --------------------------------------------------------------------------- index rebuilds
 
 def credentials(environ: Mapping[str, str] = os.environ) -> tuple[str | None, str | None]:

@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 import threading
-from datetime import datetime
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -52,6 +52,7 @@ if sys.argv[3] == "describe":
                    "tags": sorted(d.tags), "doc_md": d.doc_md, "owner": d.owner,
                    "max_active_runs": d.max_active_runs,
                    "schedule": repr(d.timetable),
+                   "start_date": d.start_date and d.start_date.isoformat(),
                    "tasks": {t.task_id: {"pool": t.pool, "retries": t.retries, "owner": t.owner,
                                          "on_failure": [c.__qualname__ for c in
                                                         t.on_failure_callback or []]}
@@ -422,3 +423,32 @@ def test_late_logs_before_a_rebuild_rescore_its_days_as_run_does(airflow_env, tm
     for table in ("carried_gold_ids", "request_scores", "window_metrics", "drift_events"):
         rows = _table(scheduled, table)
         assert rows and rows == _table(caught_up, table), table
+
+
+@pytest.mark.slow
+def test_a_monitor_run_given_start_and_end_does_that_day(airflow_env, tmp_path):
+    # dags/README's way to re-run a past day: both params shared one Param, so the run saw
+    # start = end (the last written), found no day in it and skipped everything, a success
+    world, index, scheduled, caught_up, env = _scheduled_world(tmp_path, days=2, per_day=40)
+    (run,) = child(airflow_env, tmp_path, "recallwatch_monitor",
+                   json.dumps({"start": "2026-10-02", "end": "2026-10-03"}), **env)
+    assert run["state"] == "success", run
+    assert {state for state, _ in run["tasks"].values()} == {"success"}, run
+    api.run(caught_up, logs=[str(world.logs_dir / "dt=2026-10-02")], gold=str(world.gold_path),
+            gold_version=world.gold_version, index=index)
+    rows = _table(scheduled, "window_metrics")
+    assert rows and rows == _table(caught_up, "window_metrics")
+    with connect(scheduled, read_only=True) as con:
+        assert con.sql("SELECT DISTINCT window_start::DATE::VARCHAR FROM window_metrics"
+                       ).fetchall() == [("2026-10-02",)]
+
+
+def test_the_monitors_first_interval_is_its_start_date_in_utc(airflow_env, tmp_path):
+    # a naive start date was read in Airflow's default time zone: in America/New_York it was
+    # 10-01 04:00 UTC, the first interval of the UTC cron began on 10-02, and 10-01 never ran
+    for zone in ("America/New_York", "UTC"):
+        described = child(airflow_env, tmp_path, "describe",
+                          AIRFLOW__CORE__DEFAULT_TIMEZONE=zone,
+                          RECALLWATCH_START_DATE="2026-10-01")
+        start = datetime.fromisoformat(described["dags"]["recallwatch_monitor"]["start_date"])
+        assert start == datetime(2026, 10, 1, tzinfo=UTC), (zone, start)
