@@ -397,17 +397,21 @@ def alert(warehouse: Warehouse, *, report: str | None = None, now: When = None,
 
 
 def quality_warnings(warehouse: Warehouse, start: When, end: When, *,
-                     paths: list[str] | None = None) -> dict:
+                     paths: list[str] | None = None, fmt: str | None = None,
+                     table: str | None = None, columns: str | None = None) -> dict:
     """The data-quality warnings of one interval after its logs are ingested and scored
     (pipeline.quality.check_loaded): the share of its requests matched to a golden and the
     share of its files' records quarantined, recorded in `quality_checks` beside the file
     checks. `paths`: the interval's log files, as ingest was given them (default: the files
-    the warehouse ties to the interval). Never raises on a warning; returns the checks as
-    plain values."""
+    the warehouse ties to the interval), read as `fmt`, `table` and `columns` say (else the
+    environment's RECALLWATCH_LOG_*, as ingest_logs reads them). Never raises on a warning;
+    returns the checks as plain values."""
     from pipeline import quality
+    from pipeline.sources import read_options
 
     first, last = instant(start, "--start"), instant(end, "--end")
+    options = read_options(fmt=fmt, table=table, columns=columns, start=first, end=last)
     with connect(warehouse, must_exist=True) as con:
-        result = quality.check_loaded(con, first, last, paths=paths)
+        result = quality.check_loaded(con, first, last, paths=paths, options=options)
         quality.record(con, result)
     return result.as_dict()

@@ -454,13 +454,15 @@ RULES = (
 # ------------------------------------------------------------------------- after loading
 
 def check_loaded(con, start: datetime, end: datetime, *, paths: list[str] | None = None,
+                 options: ReadOptions | None = None,
                  checked_at: datetime | None = None) -> QualityReport:
     """Warnings about [start, end) once its logs are loaded and scored, read from the
     warehouse: the share of looked-up requests that matched a golden, and the share of the
     records read from the interval's log files that are in quarantine. The interval's files
     are `paths` when given (as ingest was given them), else the files that delivered its
     requests and those under its days' `dt=YYYY-MM-DD` partitions; a file spanning several
-    intervals counts whole in each."""
+    intervals counts whole in each. `options` say how `paths` were read (a table source's
+    table, its format); default: as given."""
     from pipeline.state import days_of
 
     _check_interval(start, end)
@@ -469,7 +471,8 @@ def check_loaded(con, start: datetime, end: datetime, *, paths: list[str] | None
     ((requests, looked_up, matched, unmatched),) = con.execute(
         named["golden_matches"], window).fetchall()
     if paths:
-        sources = [d.source for d in _log_deliveries(paths, ReadOptions(start=start, end=end))]
+        sources = [d.source for d in _log_deliveries(
+            paths, options or ReadOptions(start=start, end=end))]
     else:
         partitions = [f"dt={day:%Y-%m-%d}" for day in days_of(start, end)]
         sources = [row[0] for row in con.execute(

@@ -501,3 +501,10 @@ def test_a_scheduled_interval_gates_and_runs_from_the_table_as_the_dags_do(
         days = con.sql("SELECT DISTINCT timestamp::DATE::VARCHAR FROM requests").fetchall()
         assert days == [("2026-11-02",)]
         assert con.sql("SELECT count(*) FROM request_scores").fetchall()[0][0] == 100
+    # the DAG's quality_warnings task, given the same source: it failed (and so did every
+    # run of the DAG) asking for --table, which the environment names
+    warnings = {c["name"]: c for c in api.quality_warnings(warehouse, start, end,
+                                                           paths=paths)["checks"]}
+    assert warnings["quarantined share"]["detail"].startswith(
+        "0 of 100 records read from 1 file are quarantined"), warnings
+    assert warnings["matched to a golden"]["success"]
