@@ -35,10 +35,15 @@ def recallwatch_monitor():
         days = days_ended(start, end)   # whole UTC days: windows and partitions are days
         return days and {**days, "paths": logs_for_interval(LOGS, days["start"], days["end"])}
 
-    @task(pool=WRITER, retries=0)  # bad data stays bad: a failed gate is not retried
+    @task(pool=WRITER)  # bad data stays bad: a failed gate fails at once; a lock is retried
     def check(run: dict) -> dict:
-        from pipeline import api
-        return api.check_logs(WAREHOUSE, run["paths"], run["start"], run["end"])
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from pipeline import api, quality
+        try:
+            return api.check_logs(WAREHOUSE, run["paths"], run["start"], run["end"])
+        except quality.QualityGateFailed as failed:
+            raise AirflowFailException(str(failed)) from failed
 
     @task(pool=WRITER)
     def ingest(run: dict) -> dict:
