@@ -343,8 +343,14 @@ def cmd_rebuild(args) -> None:
           + ("unchanged, skipped" if result["manifest"]["skipped"] else
              f"loaded {result['manifest']['loaded']}, "
              f"quarantined {result['manifest']['quarantined']}"))
-    print("gold chunks carried: " + ", ".join(f"{how} {n}"
-                                              for how, n in result["carried"].items()))
+    by_gold = result["carried_by_gold"]
+    if len(by_gold) > 1:   # each gold set's own chunks: summed they would count some twice
+        for gold_version, counts in by_gold.items():
+            print(f"gold chunks carried, gold set {printable(gold_version)}: "
+                  + ", ".join(f"{how} {n}" for how, n in counts.items()))
+    else:
+        print("gold chunks carried: " + ", ".join(f"{how} {n}"
+                                                  for how, n in result["carried"].items()))
     for row in result["not_carried"][:20]:
         print(f"  {row['how']}: chunk {printable(row['chunk_id'])} of golden "
               f"{printable(row['gold_id'])} (gold set {printable(row['gold_version'])})")
@@ -354,6 +360,11 @@ def cmd_rebuild(args) -> None:
         print(f"gold set {printable(named['gold_version'])} names the chunks of index "
               f"{printable(named['index_version'])}: not carried, compared by content on the "
               "other indexes")
+    if result["serving_instead"]:
+        print(f"no request served by index {printable(result['index_version'])} is loaded; "
+              f"from {result['live_from']} the requests loaded were served by "
+              + ", ".join(printable(v) for v in result["serving_instead"])
+              + " (is --version right?)")
     if not result["gold_loaded"]:
         print("no gold set is loaded yet: the rebuild is recorded, and its gold chunks are "
               "carried when one is (`recallwatch ingest gold PATH --version V`)")

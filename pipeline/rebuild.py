@@ -21,7 +21,7 @@ days before compare, and they are re-scored here too."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from pipeline import state
@@ -54,7 +54,7 @@ class RebuildResult:
     index_version: str
     live_from: datetime
     manifest: FileResult
-    carried: dict[str, int]            # how -> gold chunks (per gold version)
+    carried: dict[str, int]            # how -> gold chunks (summed over gold versions)
     not_carried: tuple[NotCarried, ...]
     days_rescored: tuple[datetime, ...]
     days_aggregated: tuple[datetime, ...]
@@ -64,6 +64,11 @@ class RebuildResult:
     # (gold version, index version) of each gold set that names one index's chunks: compared
     # by content on the others (sql/carry_named_gold.sql), not carried, not counted above
     named: tuple[tuple[str, str], ...] = ()
+    # gold version -> how -> gold chunks: `carried` of each gold set
+    carried_by_gold: dict[str, dict[str, int]] = field(default_factory=dict)
+    # no loaded request was served by index_version (None: some were); else the versions that
+    # served from live_from on, most first: a mistyped --version shows here
+    serving_instead: tuple[str, ...] | None = None
 
     def as_dict(self) -> dict:
         """Plain values (ISO dates, lists, dicts) for JSON and the CLI."""
@@ -85,6 +90,9 @@ class RebuildResult:
             "gold_loaded": self.gold_loaded,
             "live_again": self.live_again.isoformat() if self.live_again else None,
             "named": [{"gold_version": g, "index_version": i} for g, i in self.named],
+            "carried_by_gold": {g: dict(counts) for g, counts in self.carried_by_gold.items()},
+            "serving_instead": (None if self.serving_instead is None
+                                else list(self.serving_instead)),
         }
 
 
@@ -111,13 +119,20 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
     gold_loaded = resolve(con).gold_version is not None
     rescored, aggregated = (_catch_up(con, index_version, live_from, progress) if gold_loaded
                             else ([], []))
-    counts = dict(con.execute(queries("rebuild_carried")["carried_counts"],
-                              {"index_version": index_version}).fetchall())
-    lost = con.execute(queries("rebuild_carried")["not_carried"],
-                       {"index_version": index_version}).fetchall()
+    named_queries = queries("rebuild_carried")
+    by_gold: dict[str, dict[str, int]] = {}
+    for gold_version, how, chunks in con.execute(named_queries["carried_counts"],
+                                                 {"index_version": index_version}).fetchall():
+        by_gold.setdefault(gold_version, dict.fromkeys(CARRY_HOWS, 0))[how] = chunks
+    lost = con.execute(named_queries["not_carried"], {"index_version": index_version}).fetchall()
+    served = con.execute("SELECT 1 FROM requests WHERE index_version = $v LIMIT 1",
+                         {"v": index_version}).fetchall()
+    instead = None if served else tuple(row[0] for row in con.execute(
+        named_queries["serving_from"], {"live_from": live_from}).fetchall())
     return RebuildResult(
         index_version=index_version, live_from=live_from, manifest=loaded,
-        carried={how: counts.get(how, 0) for how in CARRY_HOWS},
+        carried={how: sum(counts[how] for counts in by_gold.values()) for how in CARRY_HOWS},
+        carried_by_gold=by_gold, serving_instead=instead,
         not_carried=tuple(NotCarried(*row) for row in lost),
         days_rescored=tuple(rescored), days_aggregated=tuple(aggregated),
         gold_loaded=gold_loaded, live_again=given if given != live_from else None,

@@ -3,13 +3,23 @@
 -- not carried (gone, or unknown).
 
 -- name: carried_counts
--- Gold chunks per how (one per gold version x gold chunk; content carried to several IDs
--- counts once). Grain: one row per how. Parameters: $index_version.
-SELECT how, count(DISTINCT (gold_version, gold_chunk_id)) AS chunks
+-- Gold chunks per gold version and how (content carried to several IDs counts once).
+-- Grain: one row per gold version x how. Parameters: $index_version.
+SELECT gold_version, how, count(DISTINCT gold_chunk_id) AS chunks
 FROM carried_gold_ids
 WHERE index_version = $index_version
-GROUP BY how
-ORDER BY how;
+GROUP BY gold_version, how
+ORDER BY gold_version, how;
+
+-- name: serving_from
+-- The index versions of the requests loaded from $live_from on, most requests first: what a
+-- rebuild of a version no loaded request names may have meant. Parameters: $live_from.
+SELECT index_version
+FROM requests
+WHERE timestamp >= $live_from
+GROUP BY index_version
+ORDER BY count(*) DESC, index_version
+LIMIT 5;
 
 -- name: not_carried
 -- The gold chunks that were not carried (gone: their content is not in the new index;

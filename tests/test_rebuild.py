@@ -517,6 +517,37 @@ def test_cli_rebuild_prints_what_was_carried(run_cli, tmp_path, warehouse):
     assert not typo.exists()
 
 
+def test_cli_rebuild_counts_each_gold_set_apart_and_names_a_version_that_served_nothing(
+        run_cli, tmp_path, warehouse):
+    # two gold sets of the same 3 chunks printed "same_id 2, content_hash 2, gone 2" as if
+    # there were 6; a mistyped --version (idx-2x: no request of it) printed a summary like any
+    # other and nothing to notice
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", GOLD[:2])
+    write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
+    write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("a", ["n-1", "c-2"], ts=day(8), index_version="idx-2")])
+    with connect(warehouse) as con:
+        ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+        ingest_gold(con, str(tmp_path / "gold.jsonl"), "v0")
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1")
+    code, out, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
+                             "--live-from", "2026-11-08")
+    assert (code, err) == (0, "")
+    for version in ("v0", "v1"):
+        assert (f"gold chunks carried, gold set {version}: same_id 1, content_hash 1, gone 1, "
+                "unknown 0") in out, out
+    assert "no request" not in out
+    code, out, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2x",
+                             "--live-from", "2026-11-08")
+    assert (code, err) == (0, "")
+    assert ("no request served by index idx-2x is loaded; from 2026-11-08T00:00:00 the "
+            "requests loaded were served by idx-2 (is --version right?)") in out, out
+
+
 def test_cli_rebuild_writes_control_characters_of_ids_and_versions_as_codes(
         run_cli, tmp_path, warehouse):
     # a gold chunk ID, golden, gold set, version or manifest name holding ESC[2J would clear
