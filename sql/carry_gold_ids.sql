@@ -7,9 +7,9 @@
 -- $live_from, the one that served most in the day before it first, then the one that served
 -- last; only when no loaded manifest's index served
 -- before it (logs that start after the rebuild) from the others, the first logged first, then
--- the one whose content of the gold set's chunks the rebuilt index holds most (the index it
--- was rebuilt from, not the next index loaded ahead, which may re-use an ID for content the
--- rebuilt one never had), then by name. A
+-- the one whose version sorts nearest below this one's (version_order: idx-v1 before idx-v2,
+-- dates in order), so the index it was rebuilt from, not the next one loaded ahead (its
+-- manifest shares the rebuilt content and may re-use an old ID for other content). A
 -- newer index (rebuilt to go live at or after $live_from and not serving before it, or first
 -- logged on a later day than this one) is never a source, so what is carried does not depend
 -- on what was loaded later. Where an earlier rebuild carried the chunk to such a version,
@@ -69,10 +69,17 @@ preference AS (
     -- the ones that served before live_from, the one that served most in the day before it
     -- first (the index replaced, not a smoke test of a later one), then the last to serve;
     -- the others only when none did, the first logged first, one that served at all before
-    -- one that never did (ties: `agreement` below, then the name)
+    -- one that never did; then the version sorting nearest below this one, then those above
     SELECT index_version,
-           dense_rank() OVER (ORDER BY served_last_day DESC NULLS LAST,
-                                       last_served DESC NULLS LAST, first_served NULLS LAST)
+           row_number() OVER (ORDER BY served_last_day DESC NULLS LAST,
+                                       last_served DESC NULLS LAST, first_served NULLS LAST,
+                                       version_order(index_version)
+                                           < version_order($index_version) DESC,
+                                       CASE WHEN version_order(index_version)
+                                                 < version_order($index_version)
+                                            THEN version_order(index_version) END
+                                           DESC NULLS LAST,
+                                       version_order(index_version), index_version)
                AS preference
     FROM candidates
     WHERE last_served IS NOT NULL
@@ -100,28 +107,14 @@ new_hashes AS (
     FROM index_chunks
     WHERE index_version = $index_version
 ),
-stood_content AS (
-    SELECT s.gold_version, s.gold_chunk_id, s.index_version, c.chunk_id,
+old_content AS (
+    SELECT s.gold_version, s.gold_chunk_id, s.index_version AS from_version,
            list_distinct(chunk_hashes(c.content_hash, c.text)) AS hashes
     FROM stood_for s
     JOIN index_chunks c USING (index_version, chunk_id)
-),
-agreement AS (
-    -- per gold set and candidate: how many of its gold chunks' content the rebuilt index holds
-    SELECT gold_version, index_version, count(DISTINCT gold_chunk_id) AS held
-    FROM (SELECT gold_version, gold_chunk_id, index_version, unnest(hashes) AS hash
-          FROM stood_content)
-    JOIN new_hashes USING (hash)
-    GROUP BY ALL
-),
-old_content AS (
-    SELECT s.gold_version, s.gold_chunk_id, s.index_version AS from_version, s.hashes
-    FROM stood_content s
     JOIN preference p USING (index_version)
-    LEFT JOIN agreement a USING (gold_version, index_version)
     QUALIFY row_number() OVER (PARTITION BY s.gold_version, s.gold_chunk_id
-                               ORDER BY p.preference, a.held DESC NULLS LAST,
-                                        s.index_version DESC, s.chunk_id) = 1
+                               ORDER BY p.preference, c.chunk_id) = 1
 ),
 found AS (
     SELECT DISTINCT o.gold_version, o.gold_chunk_id, n.chunk_id

@@ -471,6 +471,13 @@ CREATE OR REPLACE MACRO text_or_null(t) AS
 CREATE OR REPLACE MACRO chunk_hashes(content_hash, text) AS
     list_filter([content_hash, sha256(text)], lambda h: h IS NOT NULL);
 
+-- An index version as it sorts among others: each run of digits as a number (idx-v9 before
+-- idx-v10; dates in order), the rest as text.
+CREATE OR REPLACE MACRO version_order(v) AS
+    array_to_string(list_transform(regexp_extract_all(v, '[0-9]+|[^0-9]+'),
+        lambda p: CASE WHEN regexp_full_match(p, '[0-9]+') AND length(p) < 40
+                       THEN lpad(p, 40, '0') ELSE p END), '');
+
 -- How a gold chunk is compared on another index version, from whether its content is known
 -- and the chunks there that hold it (NULL: none): unknown (compared as itself), same_id (the
 -- ID holds it there: as itself only), content_hash (as each chunk holding it), gone (as

@@ -664,32 +664,39 @@ def test_logs_that_start_after_a_bare_live_from_day_still_carry_from_the_old_ind
     assert (recall_of(con, "old"), recall_of(con, "new")) == (1.0, 1.0)
 
 
+@pytest.mark.parametrize("old, new, ahead", [("idx-1", "idx-2", "idx-3"),
+                                             ("idx-v9", "idx-v10", "idx-v11")])
 def test_the_next_index_loaded_ahead_is_no_source_when_the_logs_start_after_the_rebuild(
-        con, tmp_path):
-    # the logs start after the rebuild to idx-2, so no manifest's index served before it; the
-    # manifest of the next index (idx-3, not live, its c-1 other content) loaded ahead was
-    # taken as the old index by its name, c-1 carried as gone and every request scored 0
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1", "c-2"])])
-    write_jsonl(tmp_path / "idx1.jsonl", [{"chunk_id": "c-1", "text": "alpha"},
-                                          {"chunk_id": "c-2", "text": "beta"}])
-    write_jsonl(tmp_path / "idx2.jsonl", [{"chunk_id": "n-1", "text": "alpha"},
-                                          {"chunk_id": "c-2", "text": "beta"}])
-    write_jsonl(tmp_path / "idx3.jsonl", [{"chunk_id": "m-1", "text": "alpha"},
-                                          {"chunk_id": "c-1", "text": "zeta"},
-                                          {"chunk_id": "c-2", "text": "beta"}])
+        con, tmp_path, old, new, ahead):
+    # the logs start after the rebuild to `new`, so no manifest's index served before it; the
+    # manifest of the next index (`ahead`: the rebuilt content, and c-1 re-used for other
+    # content) loaded ahead was taken as the old index by its name, c-1 carried as gone, c-3
+    # and c-4 (rewritten by the rebuild) as found, and the requests scored 0.5
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1", "c-2"]),
+                                          golden("g-2", ["c-3", "c-4"], question="Fee?")])
+    old_chunks = [{"chunk_id": "c-1", "text": "alpha"}, {"chunk_id": "c-2", "text": "beta"},
+                  {"chunk_id": "c-3", "text": "gamma"}, {"chunk_id": "c-4", "text": "delta"}]
+    new_chunks = [{"chunk_id": "n-1", "text": "alpha"}, {"chunk_id": "c-2", "text": "beta"},
+                  {"chunk_id": "c-3", "text": "gamma, rewritten"},
+                  {"chunk_id": "c-4", "text": "delta, rewritten"}]
+    write_jsonl(tmp_path / "old.jsonl", old_chunks)
+    write_jsonl(tmp_path / "new.jsonl", new_chunks)
+    write_jsonl(tmp_path / "ahead.jsonl", [*new_chunks, {"chunk_id": "c-1", "text": "zeta"}])
     write_jsonl(tmp_path / "logs.jsonl", [
-        request(f"r{n}", ["n-1", "c-2"], ts=day(n), index_version="idx-2") for n in (8, 9)])
-    ingest_index(con, str(tmp_path / "idx1.jsonl"), "idx-1")
+        request(f"r{n}", ["n-1", "c-2"], ts=day(n), index_version=new) for n in (8, 9)])
+    ingest_index(con, str(tmp_path / "old.jsonl"), old)
     run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
         gold_version="v1")
-    rebuild(con, "idx-2", str(tmp_path / "idx2.jsonl"), LIVE)
-    assert ("v1", "idx-2", "c-1", "n-1", "content_hash", "idx-1") in carried(con)
+    rebuild(con, new, str(tmp_path / "new.jsonl"), LIVE)
+    expected = [("v1", new, "c-1", "n-1", "content_hash", old),
+                ("v1", new, "c-2", "c-2", "same_id", old),
+                ("v1", new, "c-3", None, "gone", old),
+                ("v1", new, "c-4", None, "gone", old)]
+    assert carried(con) == expected
     before = snapshot(con)
-    ingest_index(con, str(tmp_path / "idx3.jsonl"), "idx-3")   # the next index, ahead
+    ingest_index(con, str(tmp_path / "ahead.jsonl"), ahead)   # the next index, ahead
     run(con)
-    assert [row for row in carried(con) if row[1] == "idx-2"] == [
-        ("v1", "idx-2", "c-1", "n-1", "content_hash", "idx-1"),
-        ("v1", "idx-2", "c-2", "c-2", "same_id", "idx-1")]
+    assert carried(con) == expected
     assert (recall_of(con, "r8"), recall_of(con, "r9")) == (1.0, 1.0)
     scores = ("request_scores", "request_cutoffs", "miss_causes", "window_metrics",
               "drift_events")
