@@ -277,20 +277,24 @@ def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None
 
 # ------------------------------------------------------------- scheduled runs (one interval)
 
-def catch_up(warehouse: Warehouse, *, progress: Progress | None = None) -> list[str]:
-    """What `run` does for the days outside a scheduled run's interval: carry the gold IDs
-    again (late logs can change which index served before a rebuild; a manifest or gold set
-    loaded since changes what was carried), re-score every stale day and re-aggregate every
-    stale window; drift is left to the caller. Returns the ISO days aggregated, from which
-    drift must be judged again. See pipeline.run.catch_up."""
+def catch_up(warehouse: Warehouse, *, progress: Progress | None = None) -> dict:
+    """What `run` does after ingesting, for the whole warehouse: carry the gold IDs again (late
+    logs can change which index served before a rebuild; a manifest or gold set loaded since
+    changes what was carried), re-score every stale day, re-aggregate every stale window and
+    judge drift when drift_events lags the metrics (from wherever they lag: a retried call
+    finds what an interrupted one left). The scheduled DAG calls it after its interval's steps.
+    Returns the ISO days scored and aggregated and the drift episodes opened (None: drift
+    was current). See pipeline.run.catch_up."""
     from pipeline.run import catch_up as bring_up_to_date
 
     with connect(warehouse, must_exist=True) as con:
         config = settings.resolve(con)
         if con.execute("SELECT 1 FROM requests LIMIT 1").fetchall():
             settings.require_gold(config)
-        _, aggregated = bring_up_to_date(con, config, progress=progress)
-    return sorted({day.date().isoformat() for day in aggregated})
+        scored, aggregated, judged = bring_up_to_date(con, config, progress=progress)
+    return {"scored": sorted({day.date().isoformat() for day in scored}),
+            "aggregated": sorted({day.date().isoformat() for day in aggregated}),
+            "opened": judged.opened if judged is not None else None}
 
 
 def days_ended(start: When, end: When) -> dict[str, str] | None:

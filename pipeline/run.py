@@ -72,8 +72,7 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         require_gold(config)
     if cutoffs is not None or pass_mark is not None:
         put_in_force(con, config)
-    days, aggregated = catch_up(con, config, progress=progress)
-    judged = drift(con, config, progress=progress) if state.stale_drift(con, config) else None
+    days, aggregated, judged = catch_up(con, config, progress=progress)
     report = None
     if report_dir is not None:
         from pipeline.report import write_report
@@ -91,11 +90,11 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
 
 
 def catch_up(con, config: Config, *, progress: Progress | None = None
-             ) -> tuple[tuple[datetime, ...], tuple[datetime, ...]]:
+             ) -> tuple[tuple[datetime, ...], tuple[datetime, ...], DriftSummary | None]:
     """Carry the gold IDs again (rebuilt indexes, gold sets that name one index's chunks),
-    re-score every stale day and re-aggregate every stale window in every grain kept: what
-    `run` does between ingesting and judging drift. Returns the days scored and the days
-    aggregated."""
+    re-score every stale day, re-aggregate every stale window in every grain kept and judge
+    drift when drift_events lags: what `run` does after ingesting. Returns the days scored,
+    the days aggregated and the drift summary (None: drift was current)."""
     if con.execute("SELECT 1 FROM rebuilds UNION ALL SELECT 1 FROM gold_versions "
                    "WHERE index_version IS NOT NULL LIMIT 1").fetchall():
         from pipeline.rebuild import carry_again
@@ -119,4 +118,5 @@ def catch_up(con, config: Config, *, progress: Progress | None = None
         for start, end in state.contiguous(sorted(stale)):
             aggregate(con, config, grain=grain, start=start, end=end, progress=progress)
         aggregated |= stale
-    return tuple(days), tuple(sorted(aggregated))
+    judged = drift(con, config, progress=progress) if state.stale_drift(con, config) else None
+    return tuple(days), tuple(sorted(aggregated)), judged
