@@ -67,6 +67,8 @@ class ClaimsFixed:
     skipped: set[str] = field(default_factory=set)
     calls: int = 0
     tokens: int = 0
+    # a dry run: the references a run would split within the budget, with estimated tokens
+    planned: list[tuple[str, int]] = field(default_factory=list)
 
 
 def split_messages(config: JudgeConfig, reference: str) -> list[dict]:
@@ -117,8 +119,9 @@ def fix_claims(con, config: JudgeConfig | None, gold_version: str, gold_ids: Seq
     reference still unsplit, each stored in its own transaction as it arrives so a run stopped
     midway keeps them. At most max_calls calls (retries included) are started and
     config.max_tokens tokens spent (None: no limit): a reference whose split does not fit is
-    skipped. A dry run calls nothing and counts the references it would split as skipped.
-    Without a judge (config None) the references stay unsplit (skipped)."""
+    skipped. A dry run calls nothing and counts the references it would split as skipped,
+    those the budget has room for also as `planned`. Without a judge (config None) the
+    references stay unsplit (skipped)."""
     params = {"gold_version": gold_version}
     with transaction(con):
         run_script(con, "claims_from_gold", params)
@@ -126,8 +129,12 @@ def fix_claims(con, config: JudgeConfig | None, gold_version: str, gold_ids: Seq
     todo = run_script(con, "claims_to_split", {**params, "gold_ids": sorted(set(gold_ids))})
     budget = Budget(max_calls, config.max_tokens if config is not None else None)
     for gold_id, reference in todo:
-        if config is None or dry_run or not budget.has_room(
-                message_tokens(split_messages(config, reference))):
+        estimate = message_tokens(split_messages(config, reference)) if config else 0
+        if config is not None and dry_run and budget.has_room(estimate):
+            budget.take(estimate)
+            budget.settle(estimate, estimate)
+            fixed.planned.append((gold_id, estimate))
+        if config is None or dry_run or not budget.has_room(estimate):
             fixed.skipped.add(gold_id)
             continue
         claims, tokens, calls, error = split_reference(config, reference, client=client,

@@ -704,10 +704,18 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
                                     calls, "ok")
     run.cached = len(run.verdicts)
     todo = [(key, *wanted[key]) for key in wanted if key not in run.verdicts]
-    if dry_run:
+    if dry_run:   # the calls a run would start: up to the first the budget has no room for
+        budget = Budget(config.max_calls, config.max_tokens)
         needing = [(c, x) for _, c, x in todo if c and x]
-        run.calls = len(needing)
-        run.tokens = sum(estimate_tokens(config, c, x) for c, x in needing)
+        for done, (claims, contexts) in enumerate(needing):
+            estimate = estimate_tokens(config, claims, contexts)
+            if not budget.has_room(estimate):
+                run.skipped_budget = len(needing) - done
+                break
+            budget.take(estimate)
+            budget.settle(estimate, estimate)
+            run.calls += 1
+            run.tokens += estimate
         return run
     if not todo:
         return run

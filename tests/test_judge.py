@@ -280,6 +280,22 @@ def test_dry_run_makes_no_call_and_estimates(con):
     assert dry.tokens > 20 * 50
 
 
+def test_a_dry_run_estimates_what_the_budget_lets_a_run_make(con):
+    # --dry-run counted every call, whatever --max-calls or --max-tokens: it said 30 calls
+    # where the run, bounded, would make 12
+    with JudgeServer() as server:
+        cfg = config(server)
+        one = judge_many(con, cfg, items(1, 1), now=NOW, dry_run=True).tokens
+        for bound in ({"max_calls": 12}, {"max_tokens": one * 12 + one // 2}):
+            dry = judge_many(con, config(server, **bound), items(30, 30), now=NOW,
+                             dry_run=True)
+            assert (dry.calls, dry.skipped_budget) == (12, 18), bound
+            assert dry.tokens <= one * 12 + one // 2
+        assert server.calls == 0
+        real = judge_many(con, config(server, max_calls=12), items(30, 30), now=NOW)
+    assert (real.calls, real.skipped_budget) == (12, 18)
+
+
 def test_the_concurrency_limit_is_respected(con):
     with JudgeServer(latency=0.1) as server:
         run = judge_many(con, config(server, concurrency=3), items(15, 15), now=NOW)

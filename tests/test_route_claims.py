@@ -432,6 +432,26 @@ def test_a_chunk_logged_with_its_text_in_one_step_is_read_as_logged_not_from_the
         ([CHUNKS[0]["text"]],)]
 
 
+@pytest.mark.parametrize("max_calls", [None, 1, 2, 3, 5])
+def test_a_dry_run_counts_the_splits_and_judgements_a_bounded_run_makes(con, tmp_path, use_judge,
+                                                                         max_calls):
+    # two references to split, each then judged on two distinct contexts: 6 calls unbounded;
+    # a dry run counted all 6 whatever --max-calls
+    from pipeline.routes.claims import estimate_score
+
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "q?", "reference": REFERENCE},
+                         {"gold_id": "g-2", "question": "p?", "reference": REFERENCE + " Also."}],
+         [request("r-1", CHUNKS[:2]), request("r-2", CHUNKS[2:]),
+          request("r-3", CHUNKS[:1], gold_id="g-2"), request("r-4", CHUNKS[1:], gold_id="g-2")])
+    with JudgeServer(reply=splitting) as server:
+        config = judge(server, max_calls=max_calls)
+        estimated = estimate_score(con, config, "v1")
+        assert server.calls == 0
+        use_judge(config)
+        score(con, routes=("claims",))
+    assert estimated.calls == server.calls == min(6, max_calls or 6)
+
+
 def test_reference_is_split_once_stored_and_export_import_round_trip(con, tmp_path, use_judge):
     load(con, tmp_path, [{"gold_id": "g-1", "question": "q?", "reference": REFERENCE}],
          [request("r-1", CHUNKS[:2]), request("r-2", CHUNKS[2:])])
@@ -473,6 +493,9 @@ def test_cli_dry_run_makes_no_call_and_prints_the_estimate(run_cli, tmp_path, mo
         assert code == 0, err
         assert server.calls == 0
         assert "dry run" in out and "would make 2 call(s)" in out
+        code, out, err = run_cli("score", "--judge-model", "judge-model", "--dry-run",
+                                 "--max-calls", "1")
+        assert code == 0 and server.calls == 0 and "would make 1 call(s)" in out, out
         code, out, err = run_cli("score", "--judge-model", "judge-model", "--lang", "en")
         assert code == 0, err
         assert server.calls == 2 and "made 2 call(s)" in out

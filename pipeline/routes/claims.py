@@ -127,9 +127,12 @@ def judge_window(con, judge: JudgeConfig | None, gold_version: str,
                        max_calls=judge.max_calls, dry_run=dry_run)
     tally.split, tally.split_failed = fixed.split, len(fixed.failed)
     tally.calls, tally.tokens = fixed.calls, fixed.tokens
-    if dry_run:   # unsplit: one call to split, then one per distinct context (tokens unknown)
-        unsplit = len({(g, tuple(c)) for _, g, c in rows if g in fixed.skipped and c})
-        tally.calls += len(fixed.skipped) + unsplit
+    unsplit = 0
+    if dry_run:   # the splits the budget has room for; then, below, the judging of each
+        planned = {gold_id for gold_id, _ in fixed.planned}
+        unsplit = len({(g, tuple(c)) for _, g, c in rows if g in planned and c})
+        tally.calls += len(fixed.planned)
+        tally.tokens += sum(tokens for _, tokens in fixed.planned)
         tally.distinct += unsplit
     items = {}
     for _, gold_id, contexts in rows:
@@ -138,14 +141,17 @@ def judge_window(con, judge: JudgeConfig | None, gold_version: str,
             items.setdefault(verdict_key(judge, claims, contexts), (claims, tuple(contexts)))
     remaining = dataclasses.replace(
         judge,
-        max_calls=None if judge.max_calls is None else max(judge.max_calls - fixed.calls, 0),
-        max_tokens=None if judge.max_tokens is None else max(judge.max_tokens - fixed.tokens, 0))
+        max_calls=None if judge.max_calls is None else max(judge.max_calls - tally.calls, 0),
+        max_tokens=None if judge.max_tokens is None else max(judge.max_tokens - tally.tokens, 0))
     run = (judge_many(con, remaining, list(items.values()), now=now, dry_run=dry_run)
            if items else JudgeRun(dry_run=dry_run))
     tally.distinct += run.distinct
     tally.cached, tally.judged, tally.failed = run.cached, run.judged, run.failed
     tally.calls += run.calls
     tally.tokens += run.tokens
+    if unsplit:   # one call per distinct context of a reference split first (tokens unknown)
+        left = None if judge.max_calls is None else max(judge.max_calls - tally.calls, 0)
+        tally.calls += unsplit if left is None else min(unsplit, left)
     outcomes: dict[str, tuple] = {}
     for request_id, gold_id, contexts in rows:
         claims = fixed.claims.get(gold_id)
