@@ -180,6 +180,16 @@ def cmd_config(args) -> None:
         print(f"note: no slice {printable(name)!r} in window_metrics yet; its baseline applies "
               "once it has windows (slices: all, index_version=<v>, <tag>=<value>).",
               file=sys.stderr)
+    # a baseline pinned to an index that served no window compares nothing: every window of
+    # the slice stays `baseline` and no drop can open there until that index serves one
+    served = {name.partition("=")[2] for name in known if name.startswith("index_version=")}
+    for name, spec in sorted((baselines or {}).items()):
+        version = spec.partition(":")[2] if spec.startswith("index:") else None
+        if version is not None and version not in served:
+            who = "every slice" if name == "*" else f"slice {printable(name)!r}"
+            print(f"note: no window of index version {printable(version)!r} in window_metrics "
+                  f"yet; until it has one, {who} has no baseline to compare with and no drop "
+                  "or rise is judged there.", file=sys.stderr)
     gold = f"{config.gold_version} (the newest loaded)" if config.gold_version else "none loaded"
     print(f"cutoffs {config.cutoffs_text}\npass mark {config.pass_mark}\n"
           f"grains {','.join(config.grains)}\nroutes {','.join(config.routes)}\n"

@@ -568,3 +568,10 @@ def test_a_baseline_for_a_slice_with_no_windows_is_kept_with_a_note(tmp_path, ru
     assert "tenant=acmee=first:3" in out and "tenant=acme=trailing:3" in out
     assert "no slice 'tenant=acmee' in window_metrics yet" in err
     assert "'tenant=acme'" not in err and "'*'" not in err
+    # a baseline pinned to an index that served nothing turned drift off in silence
+    code, out, err = run_cli("config", "--baseline", "all=index:idx-9", "--baseline",
+                             "tenant=acme=index:idx-1")
+    assert code == 0 and "all=index:idx-9" in out
+    assert ("no window of index version 'idx-9' in window_metrics yet; until it has one, "
+            "slice 'all' has no baseline to compare with") in err, err
+    assert "'idx-1'" not in err
