@@ -383,6 +383,11 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
         lines.append(
             f"the resolution sent for day {row['resolution_sent_before']:%Y-%m-%d} came too "
             f"early: judged again, the {row['direction']} went on until this day")
+    if event == "resolved":
+        lines.append(
+            "resolved: the difference of this day, or of the days back since the last one "
+            "beyond the margin pooled, lies within the margin (with few requests a day the "
+            "day's own interval below can still reach past it)")
     lines += [
         f"value: {_number(row['value'])} ({level}% interval "
         f"{_interval(row['value_low'], row['value_high'])}), n {row['n']}",

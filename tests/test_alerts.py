@@ -263,6 +263,10 @@ def test_a_30_day_replay_sends_one_opened_and_one_resolved_message_per_channel(
     assert [m["event"] for m in webhook] == ["opened", "resolved"]
     assert len(slack) == 2 and len(smtp.messages) == 2
     assert [m["window_start"][:10] for m in webhook] == ["2026-11-08", "2026-11-15"]
+    # what ends an episode: the day, or the days back pooled (a small slice's day alone may
+    # still reach past the margin)
+    assert "resolved: the difference of this day, or of the days back" in webhook[1]["text"]
+    assert "resolved: the difference" not in webhook[0]["text"]
 
     opened = webhook[0]
     assert opened["episode_id"] == "ep-all-1"

@@ -452,3 +452,10 @@ def test_a_drop_on_a_small_slice_resolves_once_recall_is_back_for_some_days(con,
     assert len(resolved) == 1 and date(2026, 10, 16) <= resolved[0] <= date(2026, 10, 21), rows
     back = [delta for day, delta, _ in rows if date(2026, 10, 16) <= day]
     assert all(delta == pytest.approx(0.0, abs=1e-12) for delta in back)
+    # the report says the episode resolved on that day, though the day alone decides nothing
+    from pipeline.report.drift import decision_text
+
+    cursor = con.execute("SELECT * FROM drift_events WHERE state = 'resolved' AND slice = 'all' "
+                         "AND k = 10 AND metric = 'mean_recall'")
+    row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
+    assert "episode resolved" in decision_text(row), decision_text(row)

@@ -219,7 +219,11 @@ def decision_text(row: dict) -> str:
     if decision == "baseline":
         return f"forms the baseline: {f3(row['value'])}, n={count(row['n'])}"
     if decision == "insufficient":
-        return _insufficient_text(row)
+        text = _insufficient_text(row)
+        # the day alone decides nothing, but with the recovered days before it pooled the
+        # difference lies within the margin (pipeline/drift.py)
+        return text + ("; episode resolved, with the days back since the episode's last "
+                       "beyond the margin" if row["state"] == "resolved" else "")
     text = (f"{f3(row['value'])} vs baseline {f3(row['baseline_value'])}: Δ "
             f"{_signed(row['delta'])} {interval(row['delta_low'], row['delta_high'])}, margin "
             f"{f3(row['margin'])}, n={count(row['n'])}")
