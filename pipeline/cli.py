@@ -151,6 +151,18 @@ def cmd_ingest_index(args) -> None:
           f"{_file_state(result)}")
 
 
+def _listed(text: str | None, flag: str) -> tuple[str, ...] | None:
+    """A comma-separated option's names (None: not given); given empty, one clear error, not
+    a setting left as it was in silence."""
+    if text is None:
+        return None
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise RecallwatchError(f"{flag} {text!r} names nothing between its commas; give names "
+                               "separated by commas.")
+    return names
+
+
 def cmd_config(args) -> None:
     from pipeline import api
 
@@ -166,13 +178,12 @@ def cmd_config(args) -> None:
             baselines[name] = spec
     config = api.configure(args.warehouse, cutoffs=_cutoffs(args.cutoffs),
                            pass_mark=args.pass_mark,
-                           grains=tuple(args.grains.split(",")) if args.grains else None,
-                           routes=tuple(args.routes.split(",")) if args.routes else None,
+                           grains=_listed(args.grains, "--grains"),
+                           routes=_listed(args.routes, "--routes"),
                            drift_mode=args.drift_mode, drift_margin=args.margin,
                            detectable_drop=args.detectable_drop, baselines=baselines,
                            alert_k=args.alert_k,
-                           alert_metrics=tuple(args.alert_metrics.split(","))
-                           if args.alert_metrics else None)
+                           alert_metrics=_listed(args.alert_metrics, "--alert-metrics"))
     # a slice may appear later (a new tag value): its baseline is kept, but a mistyped name
     # would never take effect, so say so
     known = set(api.slices(args.warehouse)) if baselines else set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import duckdb
@@ -22,8 +23,8 @@ def export_table(con, table: str, path: str | Path) -> int:
             f"{target}: cannot tell the format; name the file .csv, .parquet or .jsonl."
         )
     rel = con.sql(f"SELECT * FROM {public_table(table)} ORDER BY ALL")
-    if target.is_dir():
-        raise RecallwatchError(f"{target} is a directory: name the file to write.")
+    if target.is_dir() or str(path).endswith(("/", os.sep)):
+        raise RecallwatchError(f"{path} is a directory: name the file to write.")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         if suffix == ".csv":

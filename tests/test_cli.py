@@ -462,6 +462,16 @@ def test_paths_and_dates_a_user_can_fix_are_one_sentence_with_exit_2(tmp_path, r
     (tmp_path / "taken.csv").mkdir()
     code, _, err = run_cli("export", "request_scores", tmp_path / "taken.csv")
     assert code == 2 and "is a directory: name the file to write" in err
+    # a trailing slash names a directory: the file new.csv was written in its place
+    code, _, err = run_cli("export", "request_scores", f"{tmp_path / 'new.csv'}/")
+    assert code == 2 and "is a directory: name the file to write" in err
+    assert not (tmp_path / "new.csv").exists()
+    # an empty list was taken for no change at all
+    for flag in ("--grains", "--routes", "--alert-metrics"):
+        code, _, err = run_cli("config", flag, "")
+        assert code == 2 and f"{flag} '' names nothing between its commas" in err, flag
+    code, _, err = run_cli("config", "--grains", "day,,hour")
+    assert code == 2 and "names nothing between its commas" in err
     (tmp_path / "a-file").write_text("x")
     code, _, err = run_cli("export", "request_scores", tmp_path / "a-file" / "scores.csv")
     assert code == 2 and "cannot write" in err and "Traceback" not in err
