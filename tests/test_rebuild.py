@@ -480,18 +480,26 @@ def test_report_without_a_rebuild_says_how_to_record_one(con, world, tmp_path):
     assert 'class="muted not-recorded"' in page and "Index version <code>idx-2</code>" in page
 
 
-def test_cli_rebuild_prints_what_was_carried(run_cli, tmp_path, warehouse):
+def cli_world(tmp_path, warehouse, gold: list[dict], *, also: tuple[str, ...] = ()) -> None:
+    """idx-1's manifest, one request of idx-2 on day 8, `gold` loaded as v1 by `run` (and
+    first as each version of `also`), in the warehouse the CLI tests use."""
     from pipeline.warehouse import connect
 
-    write_jsonl(tmp_path / "gold.jsonl", GOLD)
+    write_jsonl(tmp_path / "gold.jsonl", gold)
     write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
     write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
     write_jsonl(tmp_path / "logs.jsonl", [
         request("a", ["n-1", "c-2"], ts=day(8), index_version="idx-2")])
     with connect(warehouse) as con:
         ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+        for version in also:
+            ingest_gold(con, str(tmp_path / "gold.jsonl"), version)
         run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
             gold_version="v1")
+
+
+def test_cli_rebuild_prints_what_was_carried(run_cli, tmp_path, warehouse):
+    cli_world(tmp_path, warehouse, GOLD)
     code, out, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
                              "--live-from", "2026-11-08")
     assert (code, err) == (0, "")
@@ -522,18 +530,7 @@ def test_cli_rebuild_counts_each_gold_set_apart_and_names_a_version_that_served_
     # two gold sets of the same 3 chunks printed "same_id 2, content_hash 2, gone 2" as if
     # there were 6; a mistyped --version (idx-2x: no request of it) printed a summary like any
     # other and nothing to notice
-    from pipeline.warehouse import connect
-
-    write_jsonl(tmp_path / "gold.jsonl", GOLD[:2])
-    write_jsonl(tmp_path / "idx-1.jsonl", OLD_INDEX)
-    write_jsonl(tmp_path / "idx-2.jsonl", NEW_INDEX)
-    write_jsonl(tmp_path / "logs.jsonl", [
-        request("a", ["n-1", "c-2"], ts=day(8), index_version="idx-2")])
-    with connect(warehouse) as con:
-        ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
-        ingest_gold(con, str(tmp_path / "gold.jsonl"), "v0")
-        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
-            gold_version="v1")
+    cli_world(tmp_path, warehouse, GOLD[:2], also=("v0",))
     code, out, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
                              "--live-from", "2026-11-08")
     assert (code, err) == (0, "")
