@@ -129,7 +129,7 @@ def fix_claims(con, config: JudgeConfig | None, gold_version: str, gold_ids: Seq
     todo = run_script(con, "claims_to_split", {**params, "gold_ids": sorted(set(gold_ids))})
     budget = Budget(max_calls, config.max_tokens if config is not None else None)
     for gold_id, reference in todo:
-        estimate = message_tokens(split_messages(config, reference)) if config else 0
+        estimate = message_tokens(split_messages(config, reference)) if config is not None else 0
         if config is not None and dry_run and budget.has_room(estimate):
             budget.take(estimate)
             budget.settle(estimate, estimate)
