@@ -383,7 +383,10 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
         lines.append(
             f"the resolution sent for day {row['resolution_sent_before']:%Y-%m-%d} came too "
             f"early: judged again, the {row['direction']} went on until this day")
-    if event == "resolved":
+    if event == "resolved" and row["decision"] == "baseline":
+        lines.append("resolved: the slice was re-baselined from this day; its level now is "
+                     "the baseline, and nothing is compared with the level before")
+    elif event == "resolved":
         lines.append(
             "resolved: the difference of this day, or of the days back since the last one "
             "beyond the margin pooled, lies within the margin (with few requests a day the "

@@ -137,6 +137,14 @@ def slices(warehouse: Warehouse) -> list[str]:
         return _slices(con)
 
 
+def served_alone(warehouse: Warehouse) -> set[tuple[str, str]]:
+    """(slice, index version) of every window_metrics window one index version served alone:
+    the windows an `index:VERSION` baseline pools."""
+    with connect(warehouse, must_exist=True) as con:
+        return set(con.execute("SELECT DISTINCT slice, index_versions[1] FROM window_metrics "
+                               "WHERE len(index_versions) = 1").fetchall())
+
+
 def _slices(con) -> list[str]:
     return [row[0] for row in con.execute(
         "SELECT DISTINCT slice FROM window_metrics ORDER BY slice").fetchall()]

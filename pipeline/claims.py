@@ -68,7 +68,8 @@ class ClaimsFixed:
     calls: int = 0
     tokens: int = 0
     # a dry run: the references a run would split within the budget, with estimated tokens
-    planned: list[tuple[str, int]] = field(default_factory=list)
+    # and their text (gold_id, tokens, reference)
+    planned: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 def split_messages(config: JudgeConfig, reference: str) -> list[dict]:
@@ -133,7 +134,7 @@ def fix_claims(con, config: JudgeConfig | None, gold_version: str, gold_ids: Seq
         if config is not None and dry_run and budget.has_room(estimate):
             budget.take(estimate)
             budget.settle(estimate, estimate)
-            fixed.planned.append((gold_id, estimate))
+            fixed.planned.append((gold_id, estimate, reference))
         if config is None or dry_run or not budget.has_room(estimate):
             fixed.skipped.add(gold_id)
             continue

@@ -191,16 +191,18 @@ def cmd_config(args) -> None:
         print(f"note: no slice {printable(name)!r} in window_metrics yet; its baseline applies "
               "once it has windows (slices: all, index_version=<v>, <tag>=<value>).",
               file=sys.stderr)
-    # a baseline pinned to an index that served no window compares nothing: every window of
-    # the slice stays `baseline` and no drop can open there until that index serves one
-    served = {name.partition("=")[2] for name in known if name.startswith("index_version=")}
-    for name, spec in sorted((baselines or {}).items()):
-        version = spec.partition(":")[2] if spec.startswith("index:") else None
-        if version is not None and version not in served:
+    # a baseline pinned to an index pools the slice's windows that index served alone: with
+    # none (a version not served yet, or only beside another, as in a canary) every window of
+    # the slice stays `baseline` and no drop can open there until that index serves one alone
+    pinned = {name: spec.partition(":")[2] for name, spec in (baselines or {}).items()
+              if spec.startswith("index:")}
+    alone = api.served_alone(args.warehouse) if pinned else set()
+    for name, version in sorted(pinned.items()):
+        if not any(v == version and name in ("*", s) for s, v in alone):
             who = "every slice" if name == "*" else f"slice {printable(name)!r}"
-            print(f"note: no window of index version {printable(version)!r} in window_metrics "
-                  f"yet; until it has one, {who} has no baseline to compare with and no drop "
-                  "or rise is judged there.", file=sys.stderr)
+            print(f"note: no window of {who} was served by index version "
+                  f"{printable(version)!r} alone yet; until one is, {who} has no baseline to "
+                  "compare with and no drop or rise is judged there.", file=sys.stderr)
     gold = f"{config.gold_version} (the newest loaded)" if config.gold_version else "none loaded"
     print(f"cutoffs {config.cutoffs_text}\npass mark {config.pass_mark}\n"
           f"grains {','.join(config.grains)}\nroutes {','.join(config.routes)}\n"

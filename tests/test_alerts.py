@@ -250,6 +250,24 @@ def channels_for(hook: HookServer, smtp: Mailbox) -> list[Channel]:
 
 # ---------------------------------------------------------------------------------- delivery
 
+def test_a_resolution_by_a_rebaseline_says_so_not_that_recall_is_back(warehouse, hook, smtp):
+    # a re-baseline on day 15 ends the episode with recall still down: the message said the
+    # difference lay within the margin, where none was measured
+    channels = channels_for(hook, smtp)
+    for number in range(1, 16):
+        if number == RESOLVED_DAY:
+            insert_drift(warehouse, number, state="resolved", decision="baseline",
+                         episode="ep-all-1", value=0.62, delta=-0.18)
+        else:
+            insert_replay_day(warehouse, number)
+        send_alerts(warehouse, CONFIG, channels, report=REPORT, now=morning_after(number),
+                    backoff=0.01)
+    opened, resolved = (json.loads(r.body) for r in hook.on("/hook/ab12"))
+    assert resolved["event"] == "resolved"
+    assert "resolved: the slice was re-baselined from this day" in resolved["text"]
+    assert "lies within the margin" not in resolved["text"]
+
+
 def test_a_30_day_replay_sends_one_opened_and_one_resolved_message_per_channel(
         warehouse, hook, smtp):
     channels = channels_for(hook, smtp)

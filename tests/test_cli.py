@@ -582,6 +582,23 @@ def test_a_baseline_for_a_slice_with_no_windows_is_kept_with_a_note(tmp_path, ru
     code, out, err = run_cli("config", "--baseline", "all=index:idx-9", "--baseline",
                              "tenant=acme=index:idx-1")
     assert code == 0 and "all=index:idx-9" in out
-    assert ("no window of index version 'idx-9' in window_metrics yet; until it has one, "
-            "slice 'all' has no baseline to compare with") in err, err
+    assert ("no window of slice 'all' was served by index version 'idx-9' alone yet; until "
+            "one is, slice 'all' has no baseline to compare with") in err, err
     assert "'idx-1'" not in err
+
+
+def test_a_baseline_pinned_to_an_index_that_only_served_beside_another_gets_a_note(
+        tmp_path, run_cli):
+    # a canary: idx-1 and idx-2 serve every day, so slice all has no window of idx-2 alone and
+    # `all=index:idx-2` compares nothing; the note only looked for an index_version= slice
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r-{d}-{v}", ["a"], ts=f"2026-11-0{d}T1{v}:00:00Z", index_version=f"idx-{v}")
+        for d in (1, 2) for v in (1, 2)])
+    assert run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+                   "--gold-version", "v1", "--out", tmp_path / "report")[0] == 0
+    code, _, err = run_cli("config", "--baseline", "all=index:idx-2",
+                           "--baseline", "index_version=idx-2=index:idx-2")
+    assert code == 0
+    assert "no window of slice 'all' was served by index version 'idx-2' alone yet" in err
+    assert "slice 'index_version=idx-2'" not in err

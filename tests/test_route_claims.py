@@ -432,11 +432,13 @@ def test_a_chunk_logged_with_its_text_in_one_step_is_read_as_logged_not_from_the
         ([CHUNKS[0]["text"]],)]
 
 
-@pytest.mark.parametrize("max_calls", [None, 1, 2, 3, 5])
+@pytest.mark.parametrize("max_calls, max_tokens", [(None, None), (1, None), (2, None),
+                                                  (3, None), (5, None), (None, 600),
+                                                  (None, 900), (None, 1500)])
 def test_a_dry_run_counts_the_splits_and_judgements_a_bounded_run_makes(con, tmp_path, use_judge,
-                                                                         max_calls):
+                                                                         max_calls, max_tokens):
     # two references to split, each then judged on two distinct contexts: 6 calls unbounded;
-    # a dry run counted all 6 whatever --max-calls
+    # a dry run counted all 6 whatever --max-calls or --max-tokens (2 to 5 made)
     from pipeline.routes.claims import estimate_score
 
     load(con, tmp_path, [{"gold_id": "g-1", "question": "q?", "reference": REFERENCE},
@@ -444,12 +446,16 @@ def test_a_dry_run_counts_the_splits_and_judgements_a_bounded_run_makes(con, tmp
          [request("r-1", CHUNKS[:2]), request("r-2", CHUNKS[2:]),
           request("r-3", CHUNKS[:1], gold_id="g-2"), request("r-4", CHUNKS[1:], gold_id="g-2")])
     with JudgeServer(reply=splitting) as server:
-        config = judge(server, max_calls=max_calls)
+        config = judge(server, max_calls=max_calls, max_tokens=max_tokens)
         estimated = estimate_score(con, config, "v1")
         assert server.calls == 0
         use_judge(config)
         score(con, routes=("claims",))
-    assert estimated.calls == server.calls == min(6, max_calls or 6)
+    if max_tokens is None:
+        assert estimated.calls == server.calls == min(6, max_calls or 6)
+    else:   # the judging after a split is weighed with the reference for its claims: close
+        assert estimated.tokens <= max_tokens
+        assert abs(estimated.calls - server.calls) <= 1, (estimated, server.calls)
 
 
 def test_reference_is_split_once_stored_and_export_import_round_trip(con, tmp_path, use_judge):

@@ -57,7 +57,14 @@ from typing import ClassVar
 import pyarrow as pa
 
 from pipeline.claims import claims_fingerprint, fix_claims
-from pipeline.judge import JudgeConfig, JudgeRun, judge_many, verdict_key
+from pipeline.judge import (
+    Budget,
+    JudgeConfig,
+    JudgeRun,
+    estimate_tokens,
+    judge_many,
+    verdict_key,
+)
 from pipeline.warehouse import run_script, sql
 
 log = logging.getLogger(__name__)
@@ -127,13 +134,13 @@ def judge_window(con, judge: JudgeConfig | None, gold_version: str,
                        max_calls=judge.max_calls, dry_run=dry_run)
     tally.split, tally.split_failed = fixed.split, len(fixed.failed)
     tally.calls, tally.tokens = fixed.calls, fixed.tokens
-    unsplit = 0
+    unsplit: dict[tuple, str] = {}
     if dry_run:   # the splits the budget has room for; then, below, the judging of each
-        planned = {gold_id for gold_id, _ in fixed.planned}
-        unsplit = len({(g, tuple(c)) for _, g, c in rows if g in planned and c})
+        planned = {gold_id: reference for gold_id, _, reference in fixed.planned}
+        unsplit = {(g, tuple(c)): planned[g] for _, g, c in rows if g in planned and c}
         tally.calls += len(fixed.planned)
-        tally.tokens += sum(tokens for _, tokens in fixed.planned)
-        tally.distinct += unsplit
+        tally.tokens += sum(tokens for _, tokens, _ in fixed.planned)
+        tally.distinct += len(unsplit)
     items = {}
     for _, gold_id, contexts in rows:
         claims = fixed.claims.get(gold_id)
@@ -149,9 +156,18 @@ def judge_window(con, judge: JudgeConfig | None, gold_version: str,
     tally.cached, tally.judged, tally.failed = run.cached, run.judged, run.failed
     tally.calls += run.calls
     tally.tokens += run.tokens
-    if unsplit:   # one call per distinct context of a reference split first (tokens unknown)
-        left = None if judge.max_calls is None else max(judge.max_calls - tally.calls, 0)
-        tally.calls += unsplit if left is None else min(unsplit, left)
+    if unsplit:   # a call per distinct context of a reference split first, its claims
+        # unknown yet: weighed with the reference in their place, within what the budget left
+        budget = Budget(None if judge.max_calls is None else judge.max_calls - tally.calls,
+                        None if judge.max_tokens is None else judge.max_tokens - tally.tokens)
+        for (_, contexts), reference in unsplit.items():
+            estimate = estimate_tokens(judge, [reference], contexts)
+            if not budget.has_room(estimate):
+                break
+            budget.take(estimate)
+            budget.settle(estimate, estimate)
+            tally.calls += 1
+            tally.tokens += estimate
     outcomes: dict[str, tuple] = {}
     for request_id, gold_id, contexts in rows:
         claims = fixed.claims.get(gold_id)
