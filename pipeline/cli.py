@@ -240,19 +240,21 @@ def _judge_estimate(args) -> None:
     from pipeline import api
     from pipeline.config import require_gold, resolve
     from pipeline.routes.claims import configured_judge, estimate_score
+    from pipeline.state import check_window
     from pipeline.warehouse import connect
 
+    start, end = api.instant(args.start, "--start"), api.instant(args.end, "--end")
+    check_window(start, end)   # as `score` does: an empty window is one error, not 0 calls
     judge = configured_judge(model=args.judge_model, lang=args.lang, max_calls=args.max_calls,
                              max_tokens=args.max_tokens)
-    if judge is None:
-        from pipeline.routes.claims import NO_JUDGE
-
-        print(NO_JUDGE)
-        return
     with connect(args.warehouse, must_exist=True) as con:
+        if judge is None:
+            from pipeline.routes.claims import NO_JUDGE
+
+            print(NO_JUDGE)
+            return
         gold_version = require_gold(resolve(con, gold_version=args.gold_version))
-        tally = estimate_score(con, judge, gold_version, api.instant(args.start, "--start"),
-                               api.instant(args.end, "--end"))
+        tally = estimate_score(con, judge, gold_version, start, end)
     print(f"dry run (model {judge.model}, lang {judge.lang}): {tally.line()}; nothing was "
           "judged or scored.")
 

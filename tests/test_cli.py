@@ -466,6 +466,10 @@ def test_paths_and_dates_a_user_can_fix_are_one_sentence_with_exit_2(tmp_path, r
     code, _, err = run_cli("export", "request_scores", f"{tmp_path / 'new.csv'}/")
     assert code == 2 and "is a directory: name the file to write" in err
     assert not (tmp_path / "new.csv").exists()
+    # a dry run without a judge said so on a warehouse that does not exist, exit 0
+    assert cli.main(["--warehouse", str(tmp_path / "nowhere" / "w.duckdb"), "score",
+                     "--dry-run"]) == 2
+    assert "does not exist" in capsys.readouterr().err
     # an empty list was taken for no change at all
     for flag in ("--grains", "--routes", "--alert-metrics"):
         code, _, err = run_cli("config", flag, "")

@@ -502,6 +502,10 @@ def test_cli_dry_run_makes_no_call_and_prints_the_estimate(run_cli, tmp_path, mo
         code, out, err = run_cli("score", "--judge-model", "judge-model", "--dry-run",
                                  "--max-calls", "1")
         assert code == 0 and server.calls == 0 and "would make 1 call(s)" in out, out
+        # an empty window is the one error `score` gives, not "0 call(s)"
+        code, out, err = run_cli("score", "--judge-model", "judge-model", "--dry-run",
+                                 "--start", "2026-11-02", "--end", "2026-11-01")
+        assert code == 2 and "the window is empty" in err, out + err
         code, out, err = run_cli("score", "--judge-model", "judge-model", "--lang", "en")
         assert code == 0, err
         assert server.calls == 2 and "made 2 call(s)" in out
