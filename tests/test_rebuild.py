@@ -801,6 +801,26 @@ def test_a_before_after_side_near_1_has_its_interval_clipped_as_the_daily_rows(c
     assert (after["low"], after["high"]) == (pytest.approx(t_low), 1.0)
 
 
+def test_before_after_sides_stop_at_the_next_and_previous_go_live(con, tmp_path):
+    # idx-1 days 1-7, idx-2 days 8-10 (recall 1), idx-3 days 11-17 (recall 0): the side after
+    # idx-2 pooled days 8-14, idx-3's days in it (mean 3/7), and the side before idx-3 held
+    # idx-1's days
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    logs = [request(f"r{d}", ["c-1"] if d < 11 else ["x"], ts=day(d),
+                    index_version="idx-1" if d < 8 else "idx-2" if d < 11 else "idx-3")
+            for d in range(1, 18)]
+    write_jsonl(tmp_path / "logs.jsonl", logs)
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    prepare(con)
+    found = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")["rebuilds"]
+    sides = {r["index_version"]: {s["side"]: s for s in r["sides"]} for r in found}
+    after_2, before_3 = sides["idx-2"]["after"], sides["idx-3"]["before"]
+    assert (after_2["n"], after_2["mean"], str(after_2["last"])) == (3, 1.0, "2026-11-10")
+    assert (before_3["n"], before_3["mean"], str(before_3["first"])) == (3, 1.0, "2026-11-08")
+    assert (sides["idx-2"]["before"]["n"], sides["idx-3"]["after"]["n"]) == (7, 7)
+
+
 def test_a_rollback_to_the_old_index_keeps_what_was_carried_to_the_one_between(con, tmp_path):
     # idx-1 to day 7, idx-2 (c-1 re-IDed n-1) from day 8, back to idx-1 from day 15: carrying
     # to idx-1 as a rebuild of day 15 made idx-1 "newer" than idx-2, and the next carry left

@@ -51,23 +51,44 @@ def rebuild_section(con: duckdb.DuckDBPyConnection, scope: Scope,
     found = rows(con, _rebuild_sql("rebuilds"))
     if not found:
         return None
-    return {"rebuilds": [_one_rebuild(con, scope, row, served_k_text) for row in found],
-            "side_days": SIDE_DAYS, "method": METHOD}
+    lives = sorted(row["live_from"] for row in found)
+    return {"rebuilds": [
+        _one_rebuild(con, scope, row, served_k_text,
+                     live_window(row["live_from"],
+                                 previous=max((t for t in lives if t < row["live_from"]),
+                                              default=None),
+                                 following=min((t for t in lives if t > row["live_from"]),
+                                               default=None)))
+        for row in found], "side_days": SIDE_DAYS, "method": METHOD}
 
 
-def live_window(live_from: datetime, days: int = SIDE_DAYS) -> dict[str, datetime]:
+def live_window(live_from: datetime, days: int = SIDE_DAYS, *,
+                previous: datetime | None = None,
+                following: datetime | None = None) -> dict[str, datetime]:
     """The `days` whole UTC days just before and just after an index went live. The day it
-    went live in, when not at midnight, served both indexes and belongs to neither side."""
-    floor = datetime.combine(live_from.date(), datetime.min.time())
-    ceil = floor if floor == live_from else floor + timedelta(days=1)
-    return {"before_start": floor - timedelta(days=days), "before_end": floor,
-            "after_start": ceil, "after_end": ceil + timedelta(days=days)}
+    went live in, when not at midnight, served both indexes and belongs to neither side; nor
+    do the days of another index that went live before (`previous`) or after (`following`)
+    within those days, so that each side holds one index's days."""
+    def floor_of(t: datetime) -> datetime:
+        return datetime.combine(t.date(), datetime.min.time())
+
+    def ceil_of(t: datetime) -> datetime:
+        return floor_of(t) if floor_of(t) == t else floor_of(t) + timedelta(days=1)
+
+    floor, ceil = floor_of(live_from), ceil_of(live_from)
+    before_start = floor - timedelta(days=days)
+    after_end = ceil + timedelta(days=days)
+    if previous is not None:
+        before_start = min(max(before_start, ceil_of(previous)), floor)
+    if following is not None:
+        after_end = max(min(after_end, floor_of(following)), ceil)
+    return {"before_start": before_start, "before_end": floor,
+            "after_start": ceil, "after_end": after_end}
 
 
 def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
-                 served_k_text: str) -> dict:
+                 served_k_text: str, window: dict[str, datetime]) -> dict:
     version = rebuild["index_version"]
-    window = live_window(rebuild["live_from"])
     found = {row["side"]: row for row in rows(
         con, _rebuild_sql("rebuild_sides"), **scope.params("route", "k", "gold_version"),
         **window)}
