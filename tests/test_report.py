@@ -522,3 +522,28 @@ def test_a_mean_without_an_interval_names_no_method(tmp_path):
     assert re.search(r"2026-11-02 1 0 0\.500 — — ", text), text
     # the latest day by slice: no interval, no method for the mean; the rates' Wilson stands
     assert re.search(r"all 1 0 0\.500 — — / wilson ", text), text
+
+
+def test_characters_that_turn_or_hide_text_are_written_as_their_codes(tmp_path):
+    # a right-to-left override in a tag value turned the dates and counts after it around in
+    # the page ("and 105 more" read ".erom 501 dna"); a zero-width space hid in a slice name
+    from conftest import golden, request, write_jsonl
+
+    from pipeline.run import run
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r-1", ["a"], ts="2026-11-01T10:00:00Z", tags={"tenant": "rtl\u202eover"}),
+        request("r-2", ["a", "b"], ts="2026-11-02T11:00:00Z",
+                tags={"tenant": "zero\u200bwidth"}, index_version="idx-\u202e2"),
+        request("r-3", ["b"], ts="2026-11-02T12:00:00Z", tags={"tenant": "👨\u200d👩\u200d👧"})])
+    with connect(tmp_path / "w.duckdb") as con:
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1")
+        out = write_report(con, tmp_path / "report")
+    html = Path(out).read_text(encoding="utf-8")
+    assert not any(ch in html for ch in "\u202e\u200b"), "raw formatting characters"
+    assert "tenant=rtl\\u202eover" in html and "tenant=zero\\u200bwidth" in html
+    assert "idx-\\u202e2" in html
+    assert "👨\u200d👩\u200d👧" in html   # an emoji sequence's joiners stay

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import jinja2
+import markupsafe
 
 TEMPLATES = Path(__file__).parent.parent / "templates"
 
@@ -40,6 +41,25 @@ def compact(x: float) -> str:
     return f"{x:.3g}"
 
 
+# Characters that change how the text around them reads without being seen: bidirectional
+# controls (a right-to-left override in a tag value turned the dates and counts after it
+# around) and invisible ones (a zero-width space hid inside a slice name). The zero-width
+# joiner of emoji sequences is kept.
+INVISIBLE = dict.fromkeys([0x061C, 0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                           0x2060, *range(0x2066, 0x206A), 0xFEFF])
+SHOWN = {code: f"\\u{code:04x}" for code in INVISIBLE}
+
+
+def visible(value):
+    """Every value the template writes, with the characters of INVISIBLE written as their
+    codes (`\\u202e`), as the CLI writes them; markup stays markup."""
+    if isinstance(value, str) and not value.isascii():
+        shown = value.translate(SHOWN)
+        if shown != value:
+            return markupsafe.Markup(shown) if isinstance(value, markupsafe.Markup) else shown
+    return value
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -47,6 +67,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=visible,
     )
     env.filters.update(f3=f3, interval=interval, count=count)
     return env
