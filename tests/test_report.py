@@ -547,3 +547,34 @@ def test_characters_that_turn_or_hide_text_are_written_as_their_codes(tmp_path):
     assert "tenant=rtl\\u202eover" in html and "tenant=zero\\u200bwidth" in html
     assert "idx-\\u202e2" in html
     assert "👨\u200d👩\u200d👧" in html   # an emoji sequence's joiners stay
+
+
+def test_a_slice_never_compared_with_a_baseline_says_so(tmp_path):
+    # a new index version every 5 days: the default first:7 baseline never forms, 20 days
+    # were all "baseline" and the report said only "0 drop ... 20 baseline days"
+    from conftest import golden, request, write_jsonl
+
+    from pipeline.run import run
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r-{d}-{i}", ["a", "b"][: 1 + i % 2], ts=f"2026-11-{d:02d}T1{i}:00:00Z",
+                index_version=f"idx-{(d - 1) // 5}")
+        for d in range(1, 21) for i in range(4)])
+    with connect(tmp_path / "w.duckdb") as con:
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1")
+        assert con.sql("SELECT DISTINCT decision FROM drift_events").fetchall() == [
+            ("baseline",)]
+        html = Path(write_report(con, tmp_path / "report")).read_text(encoding="utf-8")
+        text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+        assert "No day of this slice has been compared with a baseline" in text
+        assert "--baseline 'all=trailing:N'" in text
+        # with a baseline that forms, no such notice
+        from pipeline.config import put_in_force, resolve
+
+        put_in_force(con, resolve(con, baselines={"*": "trailing:3"}))
+        run(con)
+        html = Path(write_report(con, tmp_path / "report")).read_text(encoding="utf-8")
+    assert "No day of this slice has been compared" not in html

@@ -43,6 +43,7 @@ DECISIONS = ("drop", "rise", "stable", "insufficient", "baseline")
 VALUE_COLOR = "#4b5563"
 CHURN_COLOR = "#b8860b"
 SLICE_TITLE_CHARS = 60
+NEVER_COMPARED_DAYS = 14   # days of a slice, all forming a baseline, before the report says so
 
 
 def drift_section(con: duckdb.DuckDBPyConnection, scope: Scope, daily: list[dict],
@@ -150,6 +151,10 @@ def slice_timeline(scope: Scope, name: str, windows: list[dict], episodes: list[
         "first": days[0],
         "last": days[-1],
         "decisions": {d: sum(row["decision"] == d for row in windows) for d in DECISIONS},
+        # two weeks of days and not one compared: no baseline ever formed (index versions that
+        # serve fewer days than a `first:N` baseline needs), which the chart alone hides
+        "never_compared": len(windows) >= NEVER_COMPARED_DAYS
+        and all(row["decision"] == "baseline" for row in windows),
         "changes": [(day, text) for day, text, _ in markers],
         "caption": scope.caption(sum(row["n"] for row in windows)),
     }
