@@ -976,3 +976,23 @@ def test_a_smoke_test_request_of_a_later_index_does_not_make_it_the_one_replaced
         ("v1", "idx-3", "c-1", "m-1", "content_hash", "idx-2"),
     ]
     assert con.sql("SELECT DISTINCT recall FROM request_scores").fetchall() == [(1.0,)]
+
+
+def test_a_side_without_a_whole_day_says_why_not_dates_backwards(con, tmp_path):
+    # idx-2 went live on day 8 at 11:00 and idx-3 the same day at 15:00: idx-2's after side
+    # read "2026-11-09 … 2026-11-08" and "a side has no scored requests"
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r{d}-{h}", ["c-1"], ts=day(d, h),
+                index_version="idx-1" if (d, h) < (8, 11) else
+                "idx-2" if (d, h) < (8, 15) else "idx-3")
+        for d in range(1, 12) for h in (10, 12, 16)])
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    prepare(con)
+    found = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")["rebuilds"]
+    after = next(s for s in next(r for r in found if r["index_version"] == "idx-2")["sides"]
+                 if s["side"] == "after")
+    assert (after["first"], after["last"], after["n"]) == (None, None, 0)
+    html = write_report(con, tmp_path / "report").read_text(encoding="utf-8")
+    assert "no whole day (another index went live that day)" in html

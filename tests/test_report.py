@@ -537,7 +537,8 @@ def test_characters_that_turn_or_hide_text_are_written_as_their_codes(tmp_path):
         request("r-1", ["a"], ts="2026-11-01T10:00:00Z", tags={"tenant": "rtl\u202eover"}),
         request("r-2", ["a", "b"], ts="2026-11-02T11:00:00Z",
                 tags={"tenant": "zero\u200bwidth"}, index_version="idx-\u202e2"),
-        request("r-3", ["b"], ts="2026-11-02T12:00:00Z", tags={"tenant": "👨\u200d👩\u200d👧"})])
+        request("r-3", ["b"], ts="2026-11-02T12:00:00Z", tags={"tenant": "👨\u200d👩\u200d👧"}),
+        request("r-4", ["b"], ts="2026-11-02T13:00:00Z", tags={"tenant": "ac\u00adme\U000e0041"})])
     with connect(tmp_path / "w.duckdb") as con:
         run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
             gold_version="v1")
@@ -546,6 +547,7 @@ def test_characters_that_turn_or_hide_text_are_written_as_their_codes(tmp_path):
     assert not any(ch in html for ch in "\u202e\u200b"), "raw formatting characters"
     assert "tenant=rtl\\u202eover" in html and "tenant=zero\\u200bwidth" in html
     assert "idx-\\u202e2" in html
+    assert "tenant=ac\\xadme\\U000e0041" in html   # a soft hyphen, an invisible tag character
     assert "👨\u200d👩\u200d👧" in html   # an emoji sequence's joiners stay
 
 
@@ -570,7 +572,7 @@ def test_a_slice_never_compared_with_a_baseline_says_so(tmp_path):
         html = Path(write_report(con, tmp_path / "report")).read_text(encoding="utf-8")
         text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
         assert "No day of this slice has been compared with a baseline" in text
-        assert "--baseline 'all=trailing:N'" in text
+        assert "--baseline SLICE=trailing:N" in text and "( first:7 )" in text
         # with a baseline that forms, no such notice
         from pipeline.config import put_in_force, resolve
 

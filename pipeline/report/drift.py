@@ -151,13 +151,27 @@ def slice_timeline(scope: Scope, name: str, windows: list[dict], episodes: list[
         "first": days[0],
         "last": days[-1],
         "decisions": {d: sum(row["decision"] == d for row in windows) for d in DECISIONS},
-        # two weeks of days and not one compared: no baseline ever formed (index versions that
-        # serve fewer days than a `first:N` baseline needs), which the chart alone hides
-        "never_compared": len(windows) >= NEVER_COMPARED_DAYS
-        and all(row["decision"] == "baseline" for row in windows),
+        # two weeks of days and not one compared though a first:N or trailing:N baseline of
+        # fewer days would have formed: index versions that serve fewer days, or days served
+        # by several versions at once, which never join one; the chart alone hides it
+        "never_compared": _never_compared(windows),
         "changes": [(day, text) for day, text, _ in markers],
         "caption": scope.caption(sum(row["n"] for row in windows)),
     }
+
+
+def _never_compared(windows: list[dict]) -> str | None:
+    """The slice's baseline (first:N or trailing:N) when NEVER_COMPARED_DAYS of its days and
+    more all formed a baseline though N are fewer, else None."""
+    if len(windows) < NEVER_COMPARED_DAYS or any(r["decision"] != "baseline" for r in windows):
+        return None
+    baseline = windows[-1].get("baseline") or ""
+    kind, _, rest = baseline.partition(":")
+    count = rest.split("@")[0]
+    if kind not in ("first", "trailing") or not count.isdigit() \
+            or int(count) >= NEVER_COMPARED_DAYS:
+        return None
+    return baseline
 
 
 def _plus(a: float | None, b: float | None) -> float | None:

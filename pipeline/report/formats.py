@@ -43,21 +43,31 @@ def compact(x: float) -> str:
 
 # Characters that change how the text around them reads without being seen: bidirectional
 # controls (a right-to-left override in a tag value turned the dates and counts after it
-# around) and invisible ones (a zero-width space hid inside a slice name). The zero-width
-# joiner of emoji sequences is kept.
+# around) and invisible ones (a zero-width space hid inside a slice name).
 INVISIBLE = dict.fromkeys([0x061C, 0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F),
                            0x2060, *range(0x2066, 0x206A), 0xFEFF])
 SHOWN = {code: f"\\u{code:04x}" for code in INVISIBLE}
+ZWJ = "\u200d"   # joins emoji sequences: kept, as a terminal shows it
+
+
+def _code(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+        else f"\\U{code:08x}"
 
 
 def visible(value):
-    """Every value the template writes, with the characters of INVISIBLE written as their
-    codes (`\\u202e`), as the CLI writes them; markup stays markup."""
-    if isinstance(value, str) and not value.isascii():
+    """Every value the template writes, with the characters a reader would not see or that
+    turn the text around them written as their codes (`\\u202e`), as the CLI writes them:
+    in a plain string every character Python does not count printable but the emoji joiner;
+    in markup (a chart, a caption the template built) the characters of INVISIBLE only, its
+    line breaks being layout."""
+    if not isinstance(value, str) or value.isprintable():
+        return value
+    if isinstance(value, markupsafe.Markup):
         shown = value.translate(SHOWN)
-        if shown != value:
-            return markupsafe.Markup(shown) if isinstance(value, markupsafe.Markup) else shown
-    return value
+        return value if shown == value else markupsafe.Markup(shown)
+    return "".join(ch if ch.isprintable() or ch == ZWJ else _code(ch) for ch in value)
 
 
 def environment() -> jinja2.Environment:

@@ -148,7 +148,9 @@ def _side(name: str, row: dict | None, window: dict[str, datetime]) -> dict:
     """One side's pooled mean recall with its own interval, as the daily rows have it
     (`_interval`)."""
     start, end = window[f"{name}_start"], window[f"{name}_end"]
-    side = {"side": name, "first": start.date(), "last": (end - timedelta(days=1)).date(),
+    # no whole day (another index went live the same day): no dates to show
+    side = {"side": name, "first": start.date() if end > start else None,
+            "last": (end - timedelta(days=1)).date() if end > start else None,
             "days": 0, "n": 0, "n_clusters": 0, "mean": None, "low": None, "high": None}
     if row and row["n"]:
         ci = clip_unit(_interval(row))   # as window_metrics clips its rows
