@@ -468,24 +468,31 @@ def test_empty_warehouse_writes_a_report_saying_nothing_is_scored(tmp_path, load
 
 
 
-def test_slices_without_requests_on_the_latest_day_are_named_not_left_out(tmp_path):
-    # a tenant that logged only on the first day has no row on the latest day: the per-slice
-    # table says so, with the last day it had, instead of leaving it out without a word
-    from conftest import golden, request, write_jsonl
+def report_of(tmp_path, records: list[dict]) -> str:
+    """The report of one golden (chunks a, b) and `records`, built by `run`."""
+    from conftest import golden, write_jsonl
 
     from pipeline.run import run
     from pipeline.warehouse import connect
 
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
-    write_jsonl(tmp_path / "logs.jsonl", [
-        request("r-1", ["a"], ts="2026-11-01T10:00:00Z", tags={"tenant": "early"}),
-        request("r-2", ["a", "b"], ts="2026-11-01T11:00:00Z", tags={"tenant": "both"}),
-        request("r-3", ["b"], ts="2026-11-02T10:00:00Z", tags={"tenant": "both"})])
+    write_jsonl(tmp_path / "logs.jsonl", records)
     with connect(tmp_path / "w.duckdb") as con:
         run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
             gold_version="v1")
         out = write_report(con, tmp_path / "report")
-    html = Path(out).read_text(encoding="utf-8")
+    return Path(out).read_text(encoding="utf-8")
+
+
+def test_slices_without_requests_on_the_latest_day_are_named_not_left_out(tmp_path):
+    # a tenant that logged only on the first day has no row on the latest day: the per-slice
+    # table says so, with the last day it had, instead of leaving it out without a word
+    from conftest import request
+
+    html = report_of(tmp_path, [
+        request("r-1", ["a"], ts="2026-11-01T10:00:00Z", tags={"tenant": "early"}),
+        request("r-2", ["a", "b"], ts="2026-11-01T11:00:00Z", tags={"tenant": "both"}),
+        request("r-3", ["b"], ts="2026-11-02T10:00:00Z", tags={"tenant": "both"})])
     section = html[html.index('<section id="slices">'):html.index('<section id="drift">')]
     assert "tenant=both" in section and "Each slice on 2026-11-02" in section
     text = re.sub(r"<[^>]+>", "", section)
@@ -527,23 +534,14 @@ def test_a_mean_without_an_interval_names_no_method(tmp_path):
 def test_characters_that_turn_or_hide_text_are_written_as_their_codes(tmp_path):
     # a right-to-left override in a tag value turned the dates and counts after it around in
     # the page ("and 105 more" read ".erom 501 dna"); a zero-width space hid in a slice name
-    from conftest import golden, request, write_jsonl
+    from conftest import request
 
-    from pipeline.run import run
-    from pipeline.warehouse import connect
-
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
-    write_jsonl(tmp_path / "logs.jsonl", [
+    html = report_of(tmp_path, [
         request("r-1", ["a"], ts="2026-11-01T10:00:00Z", tags={"tenant": "rtl\u202eover"}),
         request("r-2", ["a", "b"], ts="2026-11-02T11:00:00Z",
                 tags={"tenant": "zero\u200bwidth"}, index_version="idx-\u202e2"),
         request("r-3", ["b"], ts="2026-11-02T12:00:00Z", tags={"tenant": "👨\u200d👩\u200d👧"}),
         request("r-4", ["b"], ts="2026-11-02T13:00:00Z", tags={"tenant": "ac\u00adme\U000e0041"})])
-    with connect(tmp_path / "w.duckdb") as con:
-        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
-            gold_version="v1")
-        out = write_report(con, tmp_path / "report")
-    html = Path(out).read_text(encoding="utf-8")
     assert not any(ch in html for ch in "\u202e\u200b"), "raw formatting characters"
     assert "tenant=rtl\\u202eover" in html and "tenant=zero\\u200bwidth" in html
     assert "idx-\\u202e2" in html
