@@ -131,9 +131,7 @@ def fix_claims(con, config: JudgeConfig | None, gold_version: str, gold_ids: Seq
     budget = Budget(max_calls, config.max_tokens if config is not None else None)
     for gold_id, reference in todo:
         estimate = message_tokens(split_messages(config, reference)) if config is not None else 0
-        if config is not None and dry_run and budget.has_room(estimate):
-            budget.take(estimate)
-            budget.settle(estimate, estimate)
+        if config is not None and dry_run and budget.spend(estimate):
             fixed.planned.append((gold_id, estimate, reference))
         if config is None or dry_run or not budget.has_room(estimate):
             fixed.skipped.add(gold_id)

@@ -194,8 +194,8 @@ def cmd_config(args) -> None:
     # a baseline pinned to an index pools the slice's windows that index served alone: with
     # none (a version not served yet, or only beside another, as in a canary) every window of
     # the slice stays `baseline` and no drop can open there until that index serves one alone
-    pinned = {name: spec.partition(":")[2] for name, spec in (baselines or {}).items()
-              if spec.startswith("index:")}
+    pinned = {name: b.version for name, b in config.baselines
+              if name in (baselines or {}) and b.kind == "index"}
     alone = api.served_alone(args.warehouse) if pinned else set()
     for name, version in sorted(pinned.items()):
         if not any(v == version and name in ("*", s) for s, v in alone):

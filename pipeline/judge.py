@@ -275,6 +275,15 @@ class Budget:
             self.calls += 1
             self.reserved += estimate
 
+    def spend(self, estimate: int) -> bool:
+        """A dry run's call: counted at its estimate when it fits the budget (True)."""
+        with self._lock:
+            if not self._fits(estimate):
+                return False
+            self.calls += 1
+            self.tokens += estimate
+            return True
+
     def settle(self, estimate: int, used: int) -> None:
         with self._lock:
             self.reserved -= estimate
@@ -709,11 +718,9 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
         needing = [(c, x) for _, c, x in todo if c and x]
         for done, (claims, contexts) in enumerate(needing):
             estimate = estimate_tokens(config, claims, contexts)
-            if not budget.has_room(estimate):
+            if not budget.spend(estimate):
                 run.skipped_budget = len(needing) - done
                 break
-            budget.take(estimate)
-            budget.settle(estimate, estimate)
             run.calls += 1
             run.tokens += estimate
         return run

@@ -15,6 +15,8 @@ from datetime import date
 
 import duckdb
 
+from pipeline.config import parse_baseline
+from pipeline.errors import RecallwatchError
 from pipeline.report.charts import (
     MEAN_COLOR,
     SERIES_PALETTE,
@@ -165,13 +167,14 @@ def _never_compared(windows: list[dict]) -> str | None:
     more all formed a baseline though N are fewer, else None."""
     if len(windows) < NEVER_COMPARED_DAYS or any(r["decision"] != "baseline" for r in windows):
         return None
-    baseline = windows[-1].get("baseline") or ""
-    kind, _, rest = baseline.partition(":")
-    count = rest.split("@")[0]
-    if kind not in ("first", "trailing") or not count.isdigit() \
-            or int(count) >= NEVER_COMPARED_DAYS:
+    text = windows[-1].get("baseline")
+    try:
+        baseline = parse_baseline(text) if text else None
+    except RecallwatchError:   # a row of a release that stored another spelling
         return None
-    return baseline
+    if baseline is None or baseline.windows is None or baseline.windows >= NEVER_COMPARED_DAYS:
+        return None
+    return text
 
 
 def _plus(a: float | None, b: float | None) -> float | None:

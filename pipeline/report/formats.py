@@ -47,27 +47,23 @@ def compact(x: float) -> str:
 INVISIBLE = dict.fromkeys([0x061C, 0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F),
                            0x2060, *range(0x2066, 0x206A), 0xFEFF])
 SHOWN = {code: f"\\u{code:04x}" for code in INVISIBLE}
-ZWJ = "\u200d"   # joins emoji sequences: kept, as a terminal shows it
-
-
-def _code(ch: str) -> str:
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
-        else f"\\U{code:08x}"
+ZWJ = "\u200d"   # joins emoji sequences: kept
 
 
 def visible(value):
     """Every value the template writes, with the characters a reader would not see or that
-    turn the text around them written as their codes (`\\u202e`), as the CLI writes them:
-    in a plain string every character Python does not count printable but the emoji joiner;
-    in markup (a chart, a caption the template built) the characters of INVISIBLE only, its
-    line breaks being layout."""
+    turn the text around them written as their codes (`\\u202e`): in a plain string as the
+    CLI writes them (pipeline.alerts.printable) but the emoji joiner; in markup (a chart, a
+    caption the template built) the characters of INVISIBLE only, its line breaks being
+    layout."""
     if not isinstance(value, str) or value.isprintable():
         return value
     if isinstance(value, markupsafe.Markup):
         shown = value.translate(SHOWN)
         return value if shown == value else markupsafe.Markup(shown)
-    return "".join(ch if ch.isprintable() or ch == ZWJ else _code(ch) for ch in value)
+    from pipeline.alerts import printable
+
+    return ZWJ.join(printable(part) for part in value.split(ZWJ))
 
 
 def environment() -> jinja2.Environment:

@@ -162,10 +162,8 @@ def judge_window(con, judge: JudgeConfig | None, gold_version: str,
                         None if judge.max_tokens is None else judge.max_tokens - tally.tokens)
         for (_, contexts), reference in unsplit.items():
             estimate = estimate_tokens(judge, [reference], contexts)
-            if not budget.has_room(estimate):
+            if not budget.spend(estimate):
                 break
-            budget.take(estimate)
-            budget.settle(estimate, estimate)
             tally.calls += 1
             tally.tokens += estimate
     outcomes: dict[str, tuple] = {}
