@@ -276,13 +276,13 @@ class Budget:
             self.reserved += estimate
 
     def spend(self, estimate: int) -> bool:
-        """A dry run's call: counted at its estimate when it fits the budget (True)."""
-        with self._lock:
-            if not self._fits(estimate):
-                return False
-            self.calls += 1
-            self.tokens += estimate
-            return True
+        """A dry run's call: taken and settled at its estimate when it fits the budget (True)."""
+        try:
+            self.take(estimate)
+        except _OutOfBudget:
+            return False
+        self.settle(estimate, estimate)
+        return True
 
     def settle(self, estimate: int, used: int) -> None:
         with self._lock:
