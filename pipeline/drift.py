@@ -80,6 +80,8 @@ Z_POWER = float(sp.norm.ppf(POWER))
 GRID = np.round(np.linspace(-1.0, 1.0, 401), 6)   # differences the anytime interval resolves
 # the column prefix of window_sums for each metric
 SUMS_OF = {"mean_recall": "recall", "pass_rate": "pass", "full_coverage_rate": "full"}
+VERSION_SLICE = "index_version="   # a version's own slice (sql/window_metrics.sql)
+LABEL_SHARE = 0.1   # of a window's requests a version serves to label it (see _Labels)
 # order of a window's sums: n, sessions G, total, sum S_g^2, sum S_g n_g, sum n_g^2 (summed
 # when windows pool) and the largest session (the largest of them when windows pool)
 N, G, TOTAL, CSQ, CROSS, SIZE_SQ, MAX_SIZE = range(7)
@@ -236,10 +238,13 @@ def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
           progress: Progress | None = None) -> pa.Table:
     """drift_events rows for every window of `windows` (sql/drift_windows.sql rows of one
     grain) and each of `metrics`; `first_seen` maps each index version to its first request,
-    so that a window served by several versions belongs to the newest. Windows are judged in
+    so that a window served by several versions belongs to the newest of those serving at
+    least LABEL_SHARE of it (a smoke test of the next index is no change point). Windows are
+    judged in
     time order, all series of a window together. Each metric is its own series and its own
     false-discovery family, so leaving some out changes nothing in the others' rows."""
     cols = windows.to_pydict()
+    label = _Labels(cols, first_seen)
     by_time: dict[datetime, list[int]] = {}
     by_series: dict[tuple, list[int]] = {}
     for i, start in enumerate(cols["window_start"]):
@@ -256,8 +261,8 @@ def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
             for metric in metrics:
                 key = (*_series_key(cols, i), metric)
                 if key not in series:
-                    series[key] = _new_series(key, config, cols, by_series[key[:4]], first_seen)
-                items.append(_prepare(series[key], _window(cols, i, metric, first_seen)))
+                    series[key] = _new_series(key, config, cols, by_series[key[:4]], label)
+                items.append(_prepare(series[key], _window(cols, i, metric, label)))
         rows.extend(_judge_window(items, config, grain))
     if progress:
         progress(f"drift by {grain}", len(times), len(times))
@@ -268,10 +273,33 @@ def _series_key(cols: dict, i: int) -> tuple:
     return cols["slice"][i], cols["route"][i], cols["k"][i], cols["gold_version"][i]
 
 
-def _window(cols: dict, i: int, metric: str, first_seen: dict) -> _Window:
+class _Labels:
+    """The index version a window is labelled with: the newest (by first request) of those
+    serving at least LABEL_SHARE of the window's requests measured at its k, counted in the
+    versions' own slices of the same window, route, k and gold set (for a tag slice, the
+    shares of all the window's requests); the newest serving it when none was measured."""
+
+    def __init__(self, cols: dict, first_seen: dict):
+        self.first_seen = first_seen
+        self.served: dict[tuple, int] = {}
+        for i, name in enumerate(cols["slice"]):
+            if name.startswith(VERSION_SLICE):
+                key = (cols["window_start"][i], *_series_key(cols, i)[1:])
+                self.served[(*key, name[len(VERSION_SLICE):])] = cols["n"][i]
+
+    def __call__(self, cols: dict, i: int, versions: tuple[str, ...]) -> str | None:
+        key = (cols["window_start"][i], *_series_key(cols, i)[1:])
+        counts = {v: self.served.get((*key, v), 0) for v in versions}
+        total = sum(counts.values())
+        serving = [v for v in versions if total and counts[v] >= LABEL_SHARE * total]
+        return max(serving or versions,
+                   key=lambda v: (self.first_seen.get(v) or datetime.min, v), default=None)
+
+
+def _window(cols: dict, i: int, metric: str, label: _Labels) -> _Window:
     prefix = SUMS_OF[metric]
     versions = tuple(cols["index_versions"][i] or ())
-    newest = max(versions, key=lambda v: (first_seen.get(v) or datetime.min, v), default=None)
+    newest = label(cols, i, versions)
     sums = np.array([cols["n"][i], cols["n_clusters"][i], cols[f"{prefix}_sum"][i],
                      cols[f"{prefix}_cluster_sq"][i], cols[f"{prefix}_cluster_cross"][i],
                      cols["size_sq"][i], cols["max_size"][i]], dtype=float)
@@ -281,13 +309,13 @@ def _window(cols: dict, i: int, metric: str, first_seen: dict) -> _Window:
 
 
 def _new_series(key: tuple, config: Config, cols: dict, rows: list[int],
-                first_seen: dict) -> _Series:
+                label: _Labels) -> _Series:
     """A series seen for the first time; a pinned baseline pools its member windows now."""
     series = _Series(key, config.baseline_for(key[0]))
     if series.baseline.kind in ("dates", "index"):
         pool = _Pool(("pinned",))
         for i in rows:
-            window = _window(cols, i, key[4], first_seen)
+            window = _window(cols, i, key[4], label)
             if window.n > 0 and _pinned_member(series.baseline, window):
                 pool.add(window)
         series.pinned = pool if pool.starts else None

@@ -459,3 +459,38 @@ def test_a_drop_on_a_small_slice_resolves_once_recall_is_back_for_some_days(con,
                          "AND k = 10 AND metric = 'mean_recall'")
     row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
     assert "episode resolved" in decision_text(row), decision_text(row)
+
+
+def test_a_smoke_request_on_the_next_index_is_no_change_point_until_it_takes_over(con, tmp_path):
+    # idx-1 serves 100 requests a day; on 11-04 one request is a smoke test of idx-2, which
+    # goes live on 11-08 (a canary at a quarter of the traffic on 11-07). A window belongs to
+    # the newest version serving at least a tenth of it: one change point, at the canary, not
+    # one on the smoke test's day and another the day after
+    days = [date(2026, 11, 1) + timedelta(days=n) for n in range(10)]
+    gold = [f"c{j}" for j in range(10)]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
+    records = []
+    for day in days:
+        for i in range(100):
+            version = "idx-1"
+            if day >= date(2026, 11, 8) or (day == date(2026, 11, 7) and i < 25) or (
+                    day == date(2026, 11, 4) and i == 0):
+                version = "idx-2"
+            hit = 6 + i % 5
+            records.append(request(f"r{day}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
+                                   ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z",
+                                   index_version=version))
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rows = con.sql("SELECT window_start::DATE, index_version, change_point FROM drift_events "
+                   "WHERE slice = 'all' AND k = 10 AND metric = 'mean_recall' "
+                   "AND grain = 'day' ORDER BY 1").fetchall()
+    assert [(day, version) for day, version, _ in rows] == [
+        (day, "idx-2" if day >= date(2026, 11, 7) else "idx-1") for day in days]
+    assert [day for day, _, change in rows if change] == [date(2026, 11, 7)]
+    # a version's own slice is labelled with it, however little it served
+    smoke = con.sql("SELECT index_version FROM drift_events WHERE slice = 'index_version=idx-2' "
+                    "AND window_start::DATE = '2026-11-04' AND k = 10 "
+                    "AND metric = 'mean_recall'").fetchall()
+    assert smoke == [("idx-2",)]
