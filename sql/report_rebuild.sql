@@ -53,6 +53,24 @@ UNION ALL
 SELECT index_version, live_from, NULL, false FROM changes
 ORDER BY live_from, index_version;
 
+-- name: side_bounds
+-- Where the sides around one index version's go-live stop short of their whole days: the first
+-- day after it went live that it served none of (a rollback, or another index taking over
+-- unrecorded), and the last day before it that it served alone (a trial of it before it went
+-- live). NULL when none. Grain: one row.
+-- Parameters: $route, $k, $gold_version, $index_version, $before_start, $before_end,
+-- $after_start, $after_end.
+SELECT min(window_start) FILTER (WHERE window_start >= $after_start
+                                   AND window_start < $after_end
+                                   AND NOT list_contains(index_versions, $index_version))
+           AS after_stop,
+       max(window_start) FILTER (WHERE window_start >= $before_start
+                                   AND window_start < $before_end
+                                   AND index_versions = [$index_version]) AS before_stop
+FROM window_metrics
+WHERE grain = 'day' AND slice = 'all' AND route = $route AND k = $k
+  AND gold_version = $gold_version;
+
 -- name: rebuild_sides
 -- The day windows of [$before_start, $before_end) and [$after_start, $after_end) pooled per
 -- side: summed n and recall sums with the cluster sums the interval needs (a session is a

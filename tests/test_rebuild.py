@@ -821,6 +821,40 @@ def test_before_after_sides_stop_at_the_next_and_previous_go_live(con, tmp_path)
     assert (sides["idx-2"]["before"]["n"], sides["idx-3"]["after"]["n"]) == (7, 7)
 
 
+
+def test_before_after_sides_hold_only_days_the_compared_indexes_served(con, tmp_path):
+    # idx-2 is tried alone on day 3 (recall 0), idx-1 serves the other days to 7 (recall 1),
+    # idx-2 goes live on day 8 (recall 0.5 with its carried chunk found half the time) and is
+    # rolled back to idx-1 on day 11 without a rebuild recorded: the side after held idx-1's
+    # days 11-14 again, the side before idx-2's own trial day
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "n-1", "text": "alpha"}])
+    logs = []
+    for d in range(1, 15):
+        if d == 3:
+            logs.append(request(f"t-{d}", ["x"], ts=day(d), index_version="idx-2"))
+        elif 8 <= d < 11:
+            logs += [request(f"n-{d}-{i}", ["n-1" if i else "x"], ts=day(d, 10 + i),
+                             index_version="idx-2") for i in range(2)]
+        else:
+            logs.append(request(f"o-{d}", ["c-1"], ts=day(d)))
+    write_jsonl(tmp_path / "logs.jsonl", logs)
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    run(con)
+    prepare(con)
+    found = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")["rebuilds"]
+    sides = {s["side"]: s for s in next(r for r in found if r["index_version"] == "idx-2")["sides"]}
+    after, before = sides["after"], sides["before"]
+    assert (after["n"], after["mean"], str(after["first"]), str(after["last"])) == (
+        6, 0.5, "2026-11-08", "2026-11-10")
+    assert (before["n"], before["mean"], str(before["first"]), str(before["last"])) == (
+        4, 1.0, "2026-11-04", "2026-11-07")
+
+
 def test_a_rollback_to_the_old_index_keeps_what_was_carried_to_the_one_between(con, tmp_path):
     # idx-1 to day 7, idx-2 (c-1 re-IDed n-1) from day 8, back to idx-1 from day 15: carrying
     # to idx-1 as a rebuild of day 15 made idx-1 "newer" than idx-2, and the next carry left
@@ -995,4 +1029,4 @@ def test_a_side_without_a_whole_day_says_why_not_dates_backwards(con, tmp_path):
                  if s["side"] == "after")
     assert (after["first"], after["last"], after["n"]) == (None, None, 0)
     html = write_report(con, tmp_path / "report").read_text(encoding="utf-8")
-    assert "no whole day (another index went live that day)" in html
+    assert "no whole day of this index alone (another went live or took over that day)" in html

@@ -89,6 +89,7 @@ def live_window(live_from: datetime, days: int = SIDE_DAYS, *,
 def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
                  served_k_text: str, window: dict[str, datetime]) -> dict:
     version = rebuild["index_version"]
+    window = _served_sides(con, scope, version, window)
     found = {row["side"]: row for row in rows(
         con, _rebuild_sql("rebuild_sides"), **scope.params("route", "k", "gold_version"),
         **window)}
@@ -144,11 +145,26 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
     }
 
 
+def _served_sides(con: duckdb.DuckDBPyConnection, scope: Scope, version: str,
+                  window: dict[str, datetime]) -> dict[str, datetime]:
+    """`window` with the side after ending at the first day `version` served none of, and the
+    side before starting after the last day it served alone: each side holds the days of the
+    index it stands for."""
+    stops = rows(con, _rebuild_sql("side_bounds"), **scope.params("route", "k", "gold_version"),
+                 index_version=version, **window)[0]
+    window = dict(window)
+    if stops["after_stop"] is not None:
+        window["after_end"] = stops["after_stop"]
+    if stops["before_stop"] is not None:
+        window["before_start"] = stops["before_stop"] + timedelta(days=1)
+    return window
+
+
 def _side(name: str, row: dict | None, window: dict[str, datetime]) -> dict:
     """One side's pooled mean recall with its own interval, as the daily rows have it
     (`_interval`)."""
     start, end = window[f"{name}_start"], window[f"{name}_end"]
-    # no whole day (another index went live the same day): no dates to show
+    # no whole day (another index went live or took over the same day): no dates to show
     side = {"side": name, "first": start.date() if end > start else None,
             "last": (end - timedelta(days=1)).date() if end > start else None,
             "days": 0, "n": 0, "n_clusters": 0, "mean": None, "low": None, "high": None}
