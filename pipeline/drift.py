@@ -715,6 +715,8 @@ def _row(it: _Item, j: int | None, tests: _Tests | None, config: Config, grain: 
         "built_with": built_with(config, s.baseline),
     }
     s.last_version = window.version
+    if window.n == 0:
+        row["decision"] = "insufficient"   # nothing scored: it forms no baseline either
     if pool is not None:
         row.update(baseline_start=pool.starts[0], baseline_end=max(pool.ends),
                    baseline_n=int(pool.sums[N]),

@@ -494,3 +494,20 @@ def test_a_smoke_request_on_the_next_index_is_no_change_point_until_it_takes_ove
                     "AND window_start::DATE = '2026-11-04' AND k = 10 "
                     "AND metric = 'mean_recall'").fetchall()
     assert smoke == [("idx-2",)]
+
+
+def test_a_window_with_nothing_scored_forms_no_baseline(con, tmp_path):
+    # days 1-3 of requests whose golden is unknown (n = 0), then 8 days of scored ones: the
+    # empty days were "baseline" (a window that forms one) though none joins it
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    records = [request(f"r{d}", ["c-1"], ts=f"2026-11-{d:02d}T10:00:00Z",
+                       gold_id=None if d > 3 else "nowhere", query="what is the minimum balance?"
+                       if d > 3 else "no gold question") for d in range(1, 12)]
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    rows = episode_days(con, k=1)
+    assert [decision for _, decision, _, _ in rows[:10]] == (
+        ["insufficient"] * 3 + ["baseline"] * 7), rows
+    # the first seven days scored form it, and the next day is compared with them
+    assert rows[10][3] == date(2026, 11, 4), rows

@@ -578,3 +578,22 @@ def test_a_slice_never_compared_with_a_baseline_says_so(tmp_path):
         run(con)
         html = Path(write_report(con, tmp_path / "report")).read_text(encoding="utf-8")
     assert "No day of this slice has been compared" not in html
+
+
+def test_days_where_no_request_was_scored_draw_no_empty_charts(tmp_path):
+    # every request names a golden the gold set lacks: nothing is scored; the report drew
+    # empty daily and rate charts and a drift timeline shading nine "baseline" days at 0
+    from conftest import request
+
+    html = report_of(tmp_path, [
+        request(f"r-{d}", ["a"], ts=f"2026-11-{d:02d}T10:00:00Z", gold_id="nowhere",
+                query="not a gold question") for d in range(1, 10)])
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    for section in ("daily", "rates", "drift"):
+        part = html[html.index(f'<section id="{section}">'):]
+        part = part[:part.index("</section>")]
+        assert "<svg" not in part, section
+    assert text.count("No request of 2026-11-01 … 2026-11-09 was scored (9 excluded") >= 2, text
+    assert "9 baseline days" not in text and "forms the baseline: —" not in text
+    # the windows exist (their requests are counted and excluded): no "nothing is scored yet"
+    assert 'id="nothing-scored"' not in html

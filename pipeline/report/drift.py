@@ -150,6 +150,7 @@ def slice_timeline(scope: Scope, name: str, windows: list[dict], episodes: list[
     return {
         "slice": name,
         "chart": chart,
+        "n": sum(row["n"] for row in windows),
         "first": days[0],
         "last": days[-1],
         "decisions": {d: sum(row["decision"] == d for row in windows) for d in DECISIONS},

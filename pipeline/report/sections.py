@@ -194,6 +194,7 @@ def daily_section(scope: Scope, daily: list[dict]) -> dict | None:
         "pass_marks": sorted({row["pass_mark"] for row in daily}),
         "caption": scope.caption(n),
         "n": n,
+        "excluded": sum(row["n_excluded"] or 0 for row in daily),
     }
 
 
