@@ -570,3 +570,9 @@ def test_cli_run_judges_the_claims_route_in_force(run_cli, tmp_path, monkeypatch
     with connect(tmp_path / "wh" / "recallwatch.duckdb") as wh:
         assert wh.sql("SELECT status, recall FROM request_scores WHERE route = 'claims'"
                       ).fetchall() == [("scored", 0.75)]
+    # a claim has no chunk to look up: the report of the route says it records no miss
+    # causes (it said "No missing gold chunks among 1 scored requests")
+    code, _, err = run_cli("report", "--route", "claims", "--out", tmp_path / "claims")
+    html = (tmp_path / "claims" / "report.html").read_text(encoding="utf-8")
+    misses = html[html.index('<section id="misses">'):html.index('<section id="worst">')]
+    assert code == 0 and "records no miss causes" in misses and "gold chunks" not in misses

@@ -280,3 +280,24 @@ def test_routes_are_put_in_force_and_ids_stays_the_default(con):
     assert in_force(con).routes == ("ids",)
     put_in_force(con, resolve(con, routes=BOTH))
     assert in_force(con).routes == BOTH
+
+
+def test_the_report_of_the_passages_route_names_gold_passages_not_chunks(con, tmp_path):
+    # its misses are passages ('passage 2'), never in an index manifest: the report called
+    # them gold chunks and explained not_retrieved as "in the index, never returned"
+    import re
+
+    from pipeline.aggregate import aggregate
+    from pipeline.report import write_report
+
+    chunks = [chunk(c, "zzzzzzzz") for c in "abc"] + [chunk("d", "alpha beta")]
+    load(con, tmp_path, [golden("g-1", ["x"], gold_passages=["alpha beta", "omega"])],
+         [request("r-1", chunks), request("r-2", chunks, k=3), request("r-3", chunks)],
+         cutoffs=(1, 3, 5))
+    aggregate(con)
+    html = write_report(con, tmp_path / "report", route="passages", k=5).read_text("utf-8")
+    misses = html[html.index('<section id="misses">'):html.index('<section id="slices">')]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", misses))
+    assert "gold chunk" not in text and "in the index, never returned" not in text
+    assert "4 missing gold passages in 3 of 3 scored requests" in text, text
+    assert "missing gold passages (misses, main cause)" in text

@@ -20,6 +20,8 @@ from pipeline.warehouse import queries
 GIVEN = "given"
 # The reason default_k gives when the headline k is the one most requests were served with.
 SERVED_K_CHOICE = "most common served k"
+# what each route counts as needed (miss_causes.chunk_id names a passage as 'passage N')
+ROUTE_ITEMS = {"ids": "gold chunks", "passages": "gold passages", "claims": "claims"}
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,11 @@ class Scope:
         """The named query parameters of this scope, e.g. params("route", "gold_version")."""
         values = {"route": self.route, "k": self.k, "gold_version": self.gold_version}
         return {name: values[name] for name in names}
+
+    @property
+    def items(self) -> str:
+        """What the route counts as needed: the words for its misses."""
+        return ROUTE_ITEMS.get(self.route, "gold items")
 
     def caption(self, n: int, k_text: str | None = None) -> dict:
         """What every figure states beside it: k, route, gold-set version and n."""

@@ -344,7 +344,7 @@ def miss_section(con: duckdb.DuckDBPyConnection, scope: Scope, summary: dict) ->
     ]
     bars = stacked = None
     if all_misses:
-        bars = _miss_bars(table)
+        bars = _miss_bars(table, scope.items)
         stacked = _miss_bars_per_version(table, versions, version_n, per_version)
     return {
         "table": table,
@@ -359,11 +359,11 @@ def miss_section(con: duckdb.DuckDBPyConnection, scope: Scope, summary: dict) ->
     }
 
 
-def _miss_bars(table: list[dict]) -> Chart:
+def _miss_bars(table: list[dict], items: str) -> Chart:
     return bar_chart(
         [(row["cause"], row["misses"], row["color"],
           f"{row['misses']:,} ({f3(row['share'])} of misses)") for row in table],
-        "Missing gold chunks per cause",
+        f"Missing {items} per cause",
     )
 
 
