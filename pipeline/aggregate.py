@@ -33,7 +33,7 @@ from pipeline.stats import (
     t_interval,
     wilson_interval,
 )
-from pipeline.warehouse import run_script, transaction, unordered
+from pipeline.warehouse import run_script, sql, transaction, unordered
 
 # Memory one request takes while its window's statistics are gathered (with 3 slices and 7
 # cutoffs; measured under a 300MB limit): a batch holds as many requests as the memory limit
@@ -70,6 +70,7 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
         return AggregateSummary(grain, None, None, 0)
     if progress:
         progress(f"aggregate by {grain}", 0, 2)
+    _refuse_part_scored(con, config, start, end)
     params = {"start": start, "end": end, "grain": grain}
     days = [(max(day, start), min(day + state.ONE_DAY, end)) for day in state.days_of(start, end)]
     with unordered(con), transaction(con):
@@ -96,6 +97,23 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
     if progress:
         progress(f"aggregate by {grain}", 2, 2)
     return AggregateSummary(grain, start, end, table.num_rows)
+
+
+def _refuse_part_scored(con, config: Config, start: datetime, end: datetime) -> None:
+    """One error naming the first day of [start, end) scored only in part on a route in force
+    (score with bounds inside a day): its window would count the scored part alone."""
+    found = con.execute(sql("part_scored_days"), {
+        "start": datetime.combine(start.date(), datetime.min.time()), "end": end,
+        "routes": list(config.routes)}).fetchall()
+    if found:
+        route, day, scored, requests = found[0]
+        first, after = day.date(), (day + state.ONE_DAY).date()
+        more = f" ({len(found) - 1} more day(s) too)" if len(found) > 1 else ""
+        raise RecallwatchError(
+            f"{first} is scored only in part on route {route}: {requests - scored} of its "
+            f"{requests} requests have no score{more}, so its window would count the rest "
+            f"alone. Score the whole day first (`recallwatch score --start {first} --end "
+            f"{after}`), or `recallwatch run`, which does.")
 
 
 def _batch_requests(con) -> int:

@@ -365,3 +365,27 @@ def test_blank_session_ids_an_earlier_release_stored_are_put_right_by_the_next_r
     summary = run(con)
     assert [d.day for d in summary.days_aggregated] == [1]
     assert snapshot(con) == right
+
+
+def test_a_day_scored_only_in_part_is_refused_not_published_from_its_scored_part(con, tmp_path):
+    # 'my day' in CET scores 10:00 but not 23:30 and 23:45 UTC of 2026-11-01; aggregate then
+    # published the day with n = 1, mean 1.0, where its three requests make n = 3, mean 1/3
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("t-1", ["a", "b"], ts="2026-11-01T10:00:00Z"),
+        request("t-2", ["x"], ts="2026-11-01T23:30:00Z"),
+        request("t-3", ["x"], ts="2026-11-01T23:45:00Z")])
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    score(con, start=datetime(2026, 10, 31, 23), end=datetime(2026, 11, 1, 23))
+    before = snapshot(con)
+    with pytest.raises(RecallwatchError) as refused:
+        aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+    message = str(refused.value)
+    assert "2026-11-01" in message and "2 of its 3 requests" in message
+    assert "recallwatch score --start 2026-11-01 --end 2026-11-02" in message
+    assert snapshot(con) == before
+    # scored whole, it aggregates: n = 3
+    score(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+    aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+    assert (metrics(con, 5)["n"], metrics(con, 5)["mean_recall"]) == (3, pytest.approx(1 / 3))
