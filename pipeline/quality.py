@@ -144,14 +144,17 @@ def validate_files(paths: list[str], start: datetime, end: datetime, *,
 
 
 def _log_deliveries(paths: list[str], options: ReadOptions):
-    """What ingest would read. Directories holding no log file (an empty day partition)
-    are nothing; a path that names nothing is an error, as it is for ingest."""
+    """What ingest would read of the interval. Directories holding no log file (an empty day
+    partition) are nothing; a path that names nothing is an error, as it is for ingest. A
+    table's rows without a timestamp belong to no interval: ingest quarantines them, and they
+    do not count against every interval's check."""
     if not paths:
         return []
     dirs = [p for p in paths if scheme(p) is None and Path(p).is_dir()]
     if len(dirs) == len(paths) and not any(holds_files(d, LOG_SUFFIXES) for d in dirs):
         return []
-    return deliveries(paths, LOG_SUFFIXES, options)
+    return [d for d in deliveries(paths, LOG_SUFFIXES, options)
+            if not getattr(d, "undated", False)]
 
 
 def _records_frame(found, max_record_bytes: int, options: ReadOptions):

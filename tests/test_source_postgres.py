@@ -374,6 +374,35 @@ def test_a_timestamp_no_request_has_is_quarantined_and_the_rest_loads(
         assert (line, reason) == (2, f"bad timestamp: {shown}")
 
 
+
+def test_rows_without_a_timestamp_are_quarantined_by_an_interval_read_too(pg, uri, tmp_path):
+    # the scheduled runs read with an interval: a row with no timestamp was in no day's
+    # delivery and never quarantined (read 2 of a table of 3, counts that do not reconcile)
+    table = f"undated_{secrets.token_hex(3)}"
+    pg(LOG_TABLE.format(name=table))
+    pg(f"INSERT INTO {table} (id, request_id, \"timestamp\", query, index_version, retrieved) "
+       "VALUES (1, 'a', '2026-11-01 10:00+00', 'q', 'i', '[]'), "
+       "(2, 'b', '2026-11-02 10:00+00', 'q', 'i', '[]'), (3, 'c', NULL, 'q', 'i', '[]')")
+    interval = {"start": datetime(2026, 11, 1), "end": datetime(2026, 11, 3)}
+    with connect(tmp_path / "wh.duckdb") as con:
+        summary = ingest_logs(con, [uri], options=options(table, **interval))
+        assert [(f.source.rsplit("?", 1)[1], f.read, f.quarantined) for f in summary.files] == [
+            ("day=2026-11-01", 1, 0), ("day=2026-11-02", 1, 0), ("day=null", 1, 1)]
+        assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [
+            (3, "missing or null required field: timestamp")]
+        # the interval's quality check leaves them to the quarantine: they are no day's
+        from pipeline.quality import validate_files
+        report = validate_files([uri], **interval, options=options(table, **interval))
+        assert report.checks[0].detail == "2 files, 2 records", report.checks[0]
+        # unchanged, it is skipped as a day is; a table with no such row reads no null day
+        again = ingest_logs(con, [uri], options=options(table, **interval))
+        assert [f.skipped for f in again.files] == [True, True, True]
+        pg(f"DELETE FROM {table} WHERE id = 3")
+        after = ingest_logs(con, [uri], options=options(table, **interval))
+        assert [f.source.rsplit("?", 1)[1] for f in after.files] == [
+            "day=2026-11-01", "day=2026-11-02"]
+
+
 @pytest.fixture
 def no_reader(pg, pg_database):
     """A role that may connect but not read the table."""

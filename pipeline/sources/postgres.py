@@ -84,6 +84,7 @@ class TableRead:
     null_rows_sql: str   # the same for the rows without a timestamp
     days_sql: str        # SELECT DISTINCT day ... WHERE ts >= start AND ts < end
     all_days_sql: str    # the same, unbounded (and whether any row has no timestamp)
+    undated_sql: str     # whether any row has no timestamp (or one no request has)
     line_column: str | None = None   # --columns line=COLUMN: checked to be a key, day by day
 
     def connect(self):
@@ -113,6 +114,11 @@ class TableDay:
     @property
     def source(self) -> str:
         return f"{self.table.name}?day={self.day.isoformat() if self.day else NULL_DAY}"
+
+    @property
+    def undated(self) -> bool:
+        """Rows of no day: an interval's quality check leaves them to ingest's quarantine."""
+        return self.day is None
 
     def _query(self) -> tuple[str, tuple[str, ...]]:
         if self.day is None:
@@ -334,11 +340,11 @@ def _columns(name: str, types: dict[str, str],
 
 
 def _queries(relation: str, types: dict[str, str], columns: dict[str, str],
-             key: list[tuple[str, str]]) -> tuple[str, str, str, str]:
+             key: list[tuple[str, str]]) -> tuple[str, str, str, str, str]:
     """The query of an interval's records and of the rows without a timestamp, each giving
     `line` (the integer key, else the row's number in key order, else in timestamp/record
-    order) and `record` (the row's log record as JSON text); and the queries of the days
-    present in an interval and in the whole table."""
+    order) and `record` (the row's log record as JSON text); the queries of the days
+    present in an interval and in the whole table; and whether any row lacks a timestamp."""
     q = pg_identifier
     ts_column = columns["timestamp"]
     ts_type = types[ts_column]
@@ -374,17 +380,22 @@ def _queries(relation: str, types: dict[str, str], columns: dict[str, str],
     return (outer.format(line=line, inner=f"{inner} WHERE {within} AND {dated}"),
             outer.format(line=line, inner=f"{inner} WHERE {ts} IS NULL OR NOT ({dated})"),
             f"SELECT DISTINCT {ts}::date FROM {relation} t WHERE {within} AND {dated}",
-            f"SELECT DISTINCT CASE WHEN {dated} THEN {ts}::date END FROM {relation} t")
+            f"SELECT DISTINCT CASE WHEN {dated} THEN {ts}::date END FROM {relation} t",
+            f"SELECT EXISTS (SELECT 1 FROM {relation} t WHERE {ts} IS NULL OR NOT ({dated}))")
 
 
 def _days(cur, table: TableRead, options: ReadOptions) -> list[date | None]:
     """The UTC days to read: those the interval touches, whole; without a bound, the days
-    present in the table on that side."""
+    present in the table on that side. The rows without a timestamp (None) are in no day:
+    read whatever the interval, when there are any, so that they are quarantined."""
     start = _utc_day(options.start)
     end = _utc_day(options.end, ceil=True)
-    if start and end:
-        return [start + timedelta(days=i) for i in range((end - start).days)]
     try:
+        if start and end:
+            cur.execute(table.undated_sql)
+            undated = bool(cur.fetchall()[0][0])
+            return [start + timedelta(days=i) for i in range((end - start).days)] + (
+                [None] if undated else [])
         if start or end:   # one bound: the days present on its side
             table.bind(cur, (start or date(1, 1, 1)).isoformat(),
                        (end or date(9999, 12, 31)).isoformat())
