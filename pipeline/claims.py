@@ -158,7 +158,11 @@ def replace_claims(con, gold_version: str, gold_id: str, claims: Sequence[str],
 
 def export_claims(con, path: str | Path, gold_version: str) -> int:
     """Write the stored claims of `gold_version` as JSON Lines ({"gold_id", "claims",
-    "source"} per golden) for a person to review; returns the goldens written."""
+    "source"} per golden) for a person to review; returns the goldens written. The claims the
+    gold file gives are fixed first, as scoring fixes them, so they are there before any
+    scoring."""
+    with transaction(con):
+        run_script(con, "claims_from_gold", {"gold_version": gold_version})
     rows = run_script(con, "claims_stored", {"gold_version": gold_version})
     try:
         with open(path, "w", encoding="utf-8") as out:
@@ -180,7 +184,9 @@ def import_claims(con, path: str | Path, gold_version: str) -> int:
         "SELECT gold_id FROM goldens WHERE gold_version = $v", {"v": gold_version}).fetchall()}
     wanted: dict[str, tuple[str, ...]] = {}
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        # JSON Lines end at '\n' alone: a claim may hold U+2028 or U+0085, which
+        # splitlines() would break at; a byte-order mark is no part of the first line
+        lines = Path(path).read_text(encoding="utf-8-sig").split("\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise RecallwatchError(f"cannot read claims file {path} ({exc}): give a UTF-8 JSON "
                                "Lines file as written by `recallwatch claims export`.") from None

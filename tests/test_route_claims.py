@@ -576,3 +576,25 @@ def test_cli_run_judges_the_claims_route_in_force(run_cli, tmp_path, monkeypatch
     html = (tmp_path / "claims" / "report.html").read_text(encoding="utf-8")
     misses = html[html.index('<section id="misses">'):html.index('<section id="worst">')]
     assert code == 0 and "records no miss causes" in misses and "gold chunks" not in misses
+
+
+def test_claims_with_line_separators_or_a_byte_order_mark_import_as_exported(con, tmp_path):
+    # a claim holding U+2028, U+2029 or U+0085 is one JSON line as exported, but the import
+    # split lines there too and refused its own export; a file saved with a BOM was refused
+    claims = ["The urban balance is 5,000.\u2028Rural is 1,000.", "The fee is 10\u0085.",
+              "Paragraph\u2029two."]
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "q?", "claims": claims},
+                         {"gold_id": "g-2", "question": "q2?", "claims": ["fee is 10"]}],
+         [request("r-1", CHUNKS)])
+    path = tmp_path / "claims.jsonl"
+    assert export_claims(con, path, "v1") == 2
+    assert import_claims(con, path, "v1") == 2
+    stored = con.execute("SELECT list(claim ORDER BY claim_no) FROM golden_claims "
+                         "WHERE gold_id = 'g-1'").fetchone()[0]
+    assert stored == claims
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps({"gold_id": "g-2", "claims": ["fee: 10"]}).encode()
+                    + b"\r\n")
+    assert import_claims(con, bom, "v1") == 1
+    assert con.execute("SELECT claim FROM golden_claims WHERE gold_id = 'g-2'").fetchall() == [
+        ("fee: 10",)]
