@@ -367,6 +367,16 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
             f"the {row['direction']} sent as opened on day {day} is no longer found: the day "
             "holds no requests now (its logs were taken back or moved to other days), so "
             "there is nothing left to judge on it")
+    elif event == "withdrawn" and row["now_state"] == "not_measured":
+        lines.append(
+            f"the {row['direction']} sent as opened on day {day} is no longer judged: k={k} is "
+            "no longer measured (the cutoffs in force changed), so nothing on it is compared "
+            "any more; alerts follow the alert cutoff in force")
+    elif event == "withdrawn" and row["now_state"] == "slice_gone":
+        lines.append(
+            f"the {row['direction']} sent as opened on day {day} is no longer found: the "
+            "slice holds no request that day now (its logs were corrected), so there is "
+            "nothing left to judge on it")
     elif event == "withdrawn":
         lines.append(
             f"the {row['direction']} sent as opened on day {day} is no longer found: judged "

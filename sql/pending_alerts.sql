@@ -8,7 +8,9 @@
 -- A third event, 'withdrawn', takes back an opening that was sent and never resolved when the
 -- drift step, judging that window again under the same gold version (after late or corrected
 -- logs, a rescore, a changed setting), no longer finds its episode, or when the day holds no
--- request any more (now_state 'no_data'): on the channels that got
+-- request any more (now_state 'no_data'), or is judged again without the window's k among
+-- the cutoffs ('not_measured') or without requests of its slice ('slice_gone'): on the
+-- channels that got
 -- the opening, whatever the alert cutoff and metrics are now, quoting the window as judged now
 -- (`now_state`). Until the window is judged again (its drift rows are voided and not yet
 -- rebuilt) nothing is withdrawn, nor while the window lies in an open episode of the same
@@ -68,28 +70,48 @@ withdrawals AS (
                REPLACE ('withdrawn' AS event, coalesce(d.n, 0) AS n),
            a.window_start, a.window_start + INTERVAL 1 DAY AS window_end, a.slice, a.route,
            a.k, a.gold_version, a.metric, a.episode_id, a.direction,
-           coalesce(d.state, 'no_data') AS now_state, a.channel
-    FROM alerts a
+           CASE WHEN d.state IS NOT NULL THEN d.state
+                WHEN NOT a.day_has_requests THEN 'no_data'
+                WHEN a.k_measured THEN 'slice_gone'
+                ELSE 'not_measured' END AS now_state, a.channel
+    FROM (
+        -- each sent opening with what its day holds now
+        SELECT a.*,
+               EXISTS (SELECT 1 FROM requests r
+                       WHERE r.timestamp >= a.window_start
+                         AND r.timestamp < a.window_start + INTERVAL 1 DAY) AS day_has_requests,
+               -- the day judged again since its rows were voided: drift rows of it stand
+               EXISTS (SELECT 1 FROM drift_events e
+                       WHERE e.window_start = a.window_start AND e.grain = 'day'
+                         AND e.route = a.route AND e.gold_version = a.gold_version)
+                   AS day_judged,
+               EXISTS (SELECT 1 FROM window_metrics w
+                       WHERE w.window_start = a.window_start AND w.grain = 'day'
+                         AND w.route = a.route AND w.k = a.k
+                         AND w.gold_version = a.gold_version) AS k_measured,
+               EXISTS (SELECT 1 FROM window_metrics w
+                       WHERE w.window_start = a.window_start AND w.grain = 'day'
+                         AND w.slice = a.slice AND w.route = a.route AND w.k = a.k
+                         AND w.gold_version = a.gold_version) AS has_metrics
+        FROM alerts a
+        WHERE a.event = 'opened' AND a.status = 'sent' AND a.direction IS NOT NULL
+    ) a
     -- the window that opened the episode, as the drift step judges it now
     LEFT JOIN (SELECT *, NULL::VARCHAR AS event FROM judged) d
       ON d.window_start = a.window_start AND d.slice = a.slice AND d.route = a.route
      AND d.k = a.k AND d.metric = a.metric AND d.gold_version = a.gold_version
-    WHERE a.event = 'opened' AND a.status = 'sent' AND a.direction IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM drift_events e WHERE e.episode_id = a.episode_id)
+    WHERE NOT EXISTS (SELECT 1 FROM drift_events e WHERE e.episode_id = a.episode_id)
       -- the episode as the window's row names it now: a drop whose start moved earlier (a
       -- late day) still holds the window, in an episode of another id: that continues it
       AND NOT coalesce(d.state IN ('opened', 'ongoing')
                        AND d.episode_direction IS NOT DISTINCT FROM a.direction, false)
-      -- no row for the window: judged again only when the day holds no request at all now
-      -- (no metrics to judge); otherwise its rows are voided and not yet rebuilt
-      AND (d.window_start IS NOT NULL OR (
-           NOT EXISTS (SELECT 1 FROM window_metrics w
-                       WHERE w.window_start = a.window_start AND w.grain = 'day'
-                         AND w.slice = a.slice AND w.route = a.route AND w.k = a.k
-                         AND w.gold_version = a.gold_version)
-           AND NOT EXISTS (SELECT 1 FROM requests r
-                           WHERE r.timestamp >= a.window_start
-                             AND r.timestamp < a.window_start + INTERVAL 1 DAY)))
+      -- no row for the window: judged again when the day holds no request at all now (no
+      -- metrics to judge), or when the day has drift rows again but none at the window's k
+      -- (no longer a cutoff) or slice (none of its requests left that day); otherwise its
+      -- rows are voided and not yet rebuilt
+      AND (d.window_start IS NOT NULL
+           OR (NOT a.has_metrics AND NOT a.day_has_requests)
+           OR (NOT a.has_metrics AND a.day_judged))
       AND NOT EXISTS (SELECT 1 FROM alerts r
                       WHERE r.episode_id = a.episode_id AND r.channel = a.channel
                         AND r.event = 'resolved' AND r.status = 'sent')

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
-from conftest import graded_world
+from conftest import graded_world, write_jsonl
 
 from pipeline import api, cli
 from pipeline.alerts import (
@@ -576,6 +576,53 @@ def test_a_paged_drop_whose_days_lose_all_their_requests_is_withdrawn(tmp_path, 
     assert "the day holds no requests now" in withdrawn[0]["text"]
     api.run(warehouse, alert_channels=channels, now=datetime(2026, 10, 17, 8))
     assert len(hook.on("/hook/ab12")) == 4
+
+
+
+def test_a_drop_paged_at_a_cutoff_no_longer_measured_is_withdrawn(tmp_path, hook):
+    # the drop was paged at k 10; the cutoffs become 1, 5, 12: no window is measured at 10 any
+    # more, and the paged opening was never resolved nor withdrawn (its rows were taken as
+    # "voided, not yet judged again" for ever) while the drop was paged again at 12
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    paged_low_days(tmp_path, channels)
+    warehouse = tmp_path / "w.duckdb"
+    opened = [json.loads(r.body) for r in hook.on("/hook/ab12")]
+    assert {(m["event"], m["k"]) for m in opened} == {("opened", 10)}
+
+    api.configure(warehouse, cutoffs=(1, 5, 12))
+    api.run(warehouse, alert_channels=channels, now=datetime(2026, 10, 17, 7))
+
+    later = [json.loads(r.body) for r in hook.on("/hook/ab12")][len(opened):]
+    withdrawn = [m for m in later if m["event"] == "withdrawn"]
+    assert sorted((m["episode_id"], m["k"]) for m in withdrawn) == sorted(
+        (m["episode_id"], 10) for m in opened)
+    assert {m["now_state"] for m in withdrawn} == {"not_measured"}
+    assert "k=10 is no longer measured" in withdrawn[0]["text"], withdrawn[0]["text"]
+    # the drop at the alert cutoff now in force is news, sent after the withdrawals
+    assert [(m["event"], m["k"]) for m in later] == [("withdrawn", 10)] * 2 + [("opened", 12)] * 2
+    api.run(warehouse, alert_channels=channels, now=datetime(2026, 10, 17, 8))
+    assert len(hook.on("/hook/ab12")) == len(opened) + len(later)
+
+
+
+def test_a_drop_paged_on_a_slice_left_without_requests_that_day_is_withdrawn(tmp_path, hook):
+    # days 15-16 were paged on slice index_version=idx-1 too; corrected logs say idx-2 served
+    # them: the day is judged again, but that slice holds none of its requests now
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    warehouse, logs = tmp_path / "w.duckdb", paged_low_days(tmp_path, channels)[1]
+    opened = {m["slice"]: m for m in map(json.loads, (r.body for r in hook.on("/hook/ab12")))}
+    records = [json.loads(line) for line in logs.read_text().splitlines()]
+    for record in records:
+        if record["timestamp"] >= "2026-10-15":
+            record["index_version"] = "idx-2"
+    write_jsonl(logs, records)
+    api.run(warehouse, logs=[str(logs)], alert_channels=channels, now=datetime(2026, 10, 17, 7))
+
+    later = [json.loads(r.body) for r in hook.on("/hook/ab12")][len(opened):]
+    assert [(m["event"], m["slice"], m["now_state"]) for m in later] == [
+        ("withdrawn", "index_version=idx-1", "slice_gone")], later
+    assert later[0]["episode_id"] == opened["index_version=idx-1"]["episode_id"]
+    assert "the slice holds no request that day now" in later[0]["text"]
 
 
 def test_a_late_day_that_moves_a_drop_earlier_announces_it_and_withdraws_nothing(
