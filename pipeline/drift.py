@@ -453,22 +453,37 @@ class _Tests:
                     "back_high": pooled["high"]}
         mode = config.drift_mode
         method = [_method(mode, it.series.key[4], it.pool, it.window) for it in judged]
+        # the row's interval is built at the share of alpha its family's discoveries leave it
+        # (_selected_share), so that it lies beyond the margin exactly when the day is flagged
         if mode == "fixed":
             drop = _per_family(families, lambda m: benjamini_hochberg(2 * fixed["p_drop"][m],
                                                                       alpha))
             rise = _per_family(families, lambda m: benjamini_hochberg(2 * fixed["p_rise"][m],
                                                                       alpha))
-            return cls(fixed["delta"], fixed["low"], fixed["high"], fixed["low"], fixed["high"],
+            share_rise, share_drop = (_selected_share(families, found) for found in (rise, drop))
+            # one slice: the interval as computed; several: read at the level BH leaves it
+            low = np.where(share_rise < 1.0, _fixed_bound(fixed, alpha * share_rise, "low"),
+                           fixed["low"])
+            high = np.where(share_drop < 1.0, _fixed_bound(fixed, alpha * share_drop, "high"),
+                            fixed["high"])
+            return cls(fixed["delta"], fixed["low"], fixed["high"], low, high,
                        drop, rise, np.where(fixed["delta"] < 0, fixed["p_drop"],
                                             fixed["p_rise"]),
                        fixed["mdd"], fixed["need"], method, **back)
         seq = _anytime(judged, base, win, base_session, base_mean, families, config, alpha)
         drop = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_drop"][m], alpha / 4))
         rise = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_rise"][m], alpha / 4))
-        return cls(fixed["delta"], fixed["low"], fixed["high"], seq["low"], seq["high"], drop,
-                   rise, np.where(fixed["delta"] < 0, seq["e_drop"], seq["e_rise"]), seq["mdd"],
-                   seq["need"], method, seq["carried"], seq["restarted"], seq["restarted_low"],
-                   seq["restarted_high"], **back)
+        edges = {}
+        for side, found in (("drop", drop), ("rise", rise)):
+            threshold = seq["log_threshold"] - np.log(_selected_share(families, found))
+            for grid in ("grid_", "restarted_grid_"):
+                edges[grid + side] = _edge(side, seq["grid"], seq[grid + side], threshold,
+                                           seq["lower"], seq["upper"])
+        return cls(fixed["delta"], fixed["low"], fixed["high"], edges["grid_rise"],
+                   edges["grid_drop"], drop, rise,
+                   np.where(fixed["delta"] < 0, seq["e_drop"], seq["e_rise"]), seq["mdd"],
+                   seq["need"], method, seq["carried"], seq["restarted"],
+                   edges["restarted_grid_rise"], edges["restarted_grid_drop"], **back)
 
 
 def _recovering(it: _Item) -> _Pool:
@@ -571,7 +586,50 @@ def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, confi
         need = np.where(room > 0, np.ceil(win[:, N] * v_win / room), np.nan)
     return {"delta": delta, "low": low, "high": high, "mdd": mdd, "need": need,
             "p_drop": np.where(undefined, np.nan, p_drop),
-            "p_rise": np.where(undefined, np.nan, p_rise)}
+            "p_rise": np.where(undefined, np.nan, p_rise),
+            # what the p-values read, for the interval at another level (_fixed_bound)
+            "is_mean": is_mean, "t_se": np.asarray(mean_diff.se, dtype=float), "df": df,
+            "rate_up": rates.high - delta, "rate_down": delta - rates.low, "z": z}
+
+
+def _fixed_bound(fixed: dict, alpha: np.ndarray, side: str) -> np.ndarray:
+    """One side of the fixed look's interval at two-sided level 1 - alpha (per series), read
+    as its p-value reads it: Welch's t with the same standard error and degrees of freedom,
+    a rate's hybrid interval with its half-width scaled to the level's quantile. So the bound
+    passes the margin exactly when the one-sided p-value falls below alpha / 2."""
+    delta, sign = fixed["delta"], (1.0 if side == "high" else -1.0)
+    half = fixed["rate_up"] if side == "high" else fixed["rate_down"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        welch = delta + sign * sp.t.isf(alpha / 2, fixed["df"]) * fixed["t_se"]
+        rate = delta + sign * half * sp.norm.isf(alpha / 2) / fixed["z"]
+    bound = np.where(fixed["is_mean"], welch, rate)
+    return np.where(np.isnan(fixed[side]), np.nan, np.clip(bound, -1.0, 1.0))
+
+
+def _edge(side: str, grid: np.ndarray, log_m_grid: np.ndarray, log_threshold: np.ndarray,
+          lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """One side of the anytime interval: the differences of `grid` whose e-value reaches each
+    series' `log_threshold` are ruled out; the smallest of them bounds the difference from
+    above (drop side), the largest from below (rise side)."""
+    ruled_out = log_m_grid >= log_threshold[:, None]
+    if side == "drop":
+        return np.minimum(np.where(ruled_out, grid, np.inf).min(axis=1), 1.0 - lower)
+    return np.maximum(np.where(ruled_out, grid, -np.inf).max(axis=1), -upper)
+
+
+def _selected_share(families: dict, found: np.ndarray) -> np.ndarray:
+    """Per series, R/m of its family (m slices judged, R of them discoveries in one direction;
+    R + 1 for a series not among them, at most m): the share of alpha its interval is built
+    at, as false-coverage-rate intervals after selection (Benjamini and Yekutieli 2005; with
+    e-values, Xu, Wang and Ramdas 2022). Then a series' interval lies beyond the margin exactly
+    when it is a discovery: BH and e-BH reject at R/m of alpha, and a series they do not
+    reject falls short of (R + 1)/m. One slice (m = 1): 1, the unadjusted interval."""
+    share = np.ones(len(found))
+    for members in families.values():
+        idx = np.array(members)
+        r = int(found[idx].sum())
+        share[idx] = np.where(found[idx], r, min(r + 1, len(idx))) / len(idx)
+    return share
 
 
 def _half_width(interval: Interval, z: float) -> np.ndarray:
@@ -581,8 +639,9 @@ def _half_width(interval: Interval, z: float) -> np.ndarray:
 def _anytime(judged: list[_Item], base, win, base_session, is_mean, families: dict,
              config: Config, alpha: float) -> dict:
     """The detector's e-values against baseline-lower-bound - margin (drops) and
-    baseline-upper-bound + margin (rises), its interval of ruled-in differences, and the drop
-    it detects with 80 % power. Detector states are proposed here and committed by `_row`."""
+    baseline-upper-bound + margin (rises), and over a grid of differences (from which
+    _Tests.of draws the interval, once the family's discoveries are known), and the drop it
+    detects with 80 % power. Detector states are proposed here and committed by `_row`."""
     margin = config.drift_margin
     t = np.array([it.series.t + 1 for it in judged], dtype=float)
     trailing = np.array([it.series.baseline.kind == "trailing" for it in judged])
@@ -624,23 +683,20 @@ def _anytime(judged: list[_Item], base, win, base_session, is_mean, families: di
                 (np.full(m, -math.inf), fresh))):
             new_s, log_m = mixture_update(log_s, exact, t)
             new_grid, log_m_grid = mixture_update(log_s_grid, on_grid, t[:, None])
-            ruled_out = log_m_grid >= log_threshold
-            if side == "drop":   # the smallest difference ruled out bounds it from above
-                edge = np.minimum(np.where(ruled_out, grid, np.inf).min(axis=1), 1.0 - lower)
-            else:
-                edge = np.maximum(np.where(ruled_out, grid, -np.inf).max(axis=1), -upper)
-            name = "high" if side == "drop" else "low"
+            # the e-values of the grid's differences: _Tests.of rules out those reaching the
+            # threshold its family's discoveries set (_edge), bounding the difference
             if which == 0:
                 out["e_" + side] = np.exp(np.minimum(log_m, 700.0))
-                out[name] = edge
+                out["grid_" + side] = log_m_grid
             else:
-                out["restarted_" + name] = edge
+                out["restarted_grid_" + side] = log_m_grid
             before = (np.array([[d.n, d.linear, d.quadratic, d.residual, d.variance, d.size_sq]
                                 for d in detectors]) if which == 0 else np.zeros((m, 6)))
             starts = [d.start_t for d in detectors] if which == 0 else t.astype(int).tolist()
             proposed[(side, which)] = [
                 _Detector(float(new_s[j]), new_grid[j], int(starts[j]), *(before[j] + added[j]))
                 for j in range(m)]
+    out.update(grid=grid, lower=lower, upper=upper, log_threshold=log_threshold)
     carried = [{side: proposed[(side, 0)][j] for side in ("drop", "rise")} for j in range(m)]
     restarted = [{side: proposed[(side, 1)][j] for side in ("drop", "rise")} for j in range(m)]
     # power: a drop this large, present since the drop detector (re)started, has reached the

@@ -511,3 +511,35 @@ def test_a_window_with_nothing_scored_forms_no_baseline(con, tmp_path):
         ["insufficient"] * 3 + ["baseline"] * 7), rows
     # the first seven days scored form it, and the next day is compared with them
     assert rows[10][3] == date(2026, 11, 4), rows
+
+
+@pytest.mark.parametrize("mode", ["anytime", "fixed"])
+def test_a_days_interval_lies_beyond_the_margin_exactly_when_it_is_flagged(con, tmp_path, mode):
+    # six tenants, each day's slices judged together: the decision controls false discoveries
+    # across them (BH, e-BH), and the interval was the one slice's alone, so a day could show
+    # an interval wholly below -margin yet be no drop ("insufficient", "too few requests")
+    rng = random.Random(7)
+    gold = [f"c{j}" for j in range(10)]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
+    records = []
+    for n in range(24):
+        day = date(2026, 10, 1) + timedelta(days=n)
+        for tenant in range(6):
+            # drops of several sizes from day 10 on, tenant 0 not at all
+            level = 0.8 - (0.03 * tenant if n >= 10 else 0.0)
+            for i in range(40):
+                hit = sum(rng.random() < level for _ in gold)
+                records.append(request(
+                    f"r{n}-{tenant}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
+                    ts=f"{day}T{i // 4:02d}:{i % 4 * 15:02d}:00Z", tags={"tenant": f"t{tenant}"}))
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    put_in_force(con, resolve(con, drift_mode=mode))
+    drift(con)
+    rows = con.sql("SELECT decision, delta_low, delta_high, margin FROM drift_events "
+                   "WHERE delta_high IS NOT NULL AND delta_low IS NOT NULL").fetchall()
+    assert len({decision for decision, *_ in rows} & {"drop", "rise"}) >= 1
+    for decision, low, high, margin in rows:
+        assert (decision == "drop") == (high <= -margin), (decision, low, high)
+        assert (decision == "rise") == (low >= margin), (decision, low, high)
