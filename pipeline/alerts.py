@@ -22,6 +22,7 @@ file; URLs, tokens and passwords are never printed, logged or stored."""
 
 from __future__ import annotations
 
+import email.policy
 import hashlib
 import hmac
 import json
@@ -494,8 +495,13 @@ def slack_body(message: AlertMessage) -> bytes:
     return json.dumps(payload).encode("utf-8")
 
 
+# headers up to RFC 5322's 998 characters a line: the default 78 folded a subject without a
+# space to fold at before its first word, and readers then showed it with a space in front
+MAIL_POLICY = email.policy.default.clone(max_line_length=998)
+
+
 def email_message(channel: Channel, message: AlertMessage, now: datetime) -> EmailMessage:
-    mail = EmailMessage()
+    mail = EmailMessage(policy=MAIL_POLICY)
     mail["Subject"] = one_line(message.title, 250)
     mail["From"] = channel.sender
     mail["To"] = ", ".join(channel.recipients)

@@ -322,11 +322,11 @@ def test_a_30_day_replay_sends_one_opened_and_one_resolved_message_per_channel(
     assert "-0.180 (interval -0.220 to -0.140)" in block["text"]["text"]
 
     mail = smtp.messages[0]
-    assert mail["Subject"].strip() == opened["title"]   # the folded header keeps a space
+    assert mail["Subject"] == opened["title"]   # unfolded: no space in front
     assert (mail["From"], mail["To"]) == (SENDER, RECIPIENT)
     body = mail.get_content()
     assert "value: 0.620 (95% interval 0.590 to 0.650)" in body and REPORT in body
-    assert smtp.messages[1]["Subject"].strip() == webhook[1]["title"]
+    assert smtp.messages[1]["Subject"] == webhook[1]["title"]
 
     recorded = warehouse.execute(
         "SELECT channel, event, status, attempts, last_error, first_tried, last_tried, slice, "
@@ -470,7 +470,7 @@ def test_an_alerted_opening_that_drift_no_longer_finds_is_withdrawn_once_per_cha
             withdrawn["value"]) == ("2026-11-08", "stable", "none", 0.79)
     assert ("the drop sent as opened on day 2026-11-08 is no longer found" in withdrawn["text"]
             and "the day is stable (episode state none)" in withdrawn["text"])
-    assert smtp.messages[-1]["Subject"].strip() == withdrawn["title"]
+    assert smtp.messages[-1]["Subject"] == withdrawn["title"]
     assert [json.loads(r.body)["text"] for r in hook.on("/services/T0/B0/xyz")][-1] == \
         withdrawn["title"]
     assert warehouse.execute(
@@ -1035,7 +1035,7 @@ def test_send_test_sends_one_message_per_channel_and_reports_failures(hook, smtp
     results = send_test(channels, now=datetime(2026, 11, 20, 9, 0))
     assert results == [("webhook", True, None), ("slack", True, None), ("email", True, None)]
     assert json.loads(hook.on("/hook/ab12")[0].body)["event"] == "test"
-    assert smtp.messages[0]["Subject"].strip() == "recallwatch: test alert"
+    assert smtp.messages[0]["Subject"] == "recallwatch: test alert"
 
     hook.fail(1)
     assert send_test(channels[:1], now=datetime(2026, 11, 20, 9, 5)) == \
