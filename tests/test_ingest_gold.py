@@ -193,3 +193,14 @@ def test_gold_passages_given_twice_in_unicode_nfc_are_needed_once(con, tmp_path)
     assert con.sql("SELECT gold_passages, gold_chunk_ids FROM goldens").fetchall() == [
         ([composed, "tea"], [composed, decomposed])]
 
+
+
+@pytest.mark.parametrize("header", ["gold_id,question,gold_chunk_ids,gold_chunk_ids",
+                                    "gold_id, question ,gold_chunk_ids,question"])
+def test_a_csv_header_naming_a_column_twice_is_one_clear_error(con, tmp_path, header):
+    # csv's DictReader kept the last of the two values silently: c-1 was never needed
+    path = tmp_path / "gold.csv"
+    path.write_text(f'{header}\ng-1,What is it?,c-1,"c-2"\n', encoding="utf-8")
+    with pytest.raises(RecallwatchError, match="names the column .* twice"):
+        ingest_gold(con, str(path), "v1")
+    assert con.sql("SELECT count(*) FROM goldens").fetchall() == [(0,)]

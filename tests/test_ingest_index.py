@@ -168,3 +168,12 @@ def test_a_manifest_csv_whose_rows_differ_from_its_header_says_so(con, tmp_path)
     (tmp_path / "idx.csv").write_text("chunk_id,text\nc1,alpha\nc2,beta, gamma\n")
     with pytest.raises(RecallwatchError, match="not every row has the 2 fields the header names"):
         ingest_index(con, str(tmp_path / "idx.csv"), "i1")
+
+
+def test_a_csv_manifest_naming_a_column_twice_is_one_clear_error(con, tmp_path):
+    # DuckDB read the second `text` as text_1 and hashed the first alone, without a word
+    path = tmp_path / "index.csv"
+    path.write_text("chunk_id,text,text\nc-1,alpha,beta\n", encoding="utf-8")
+    with pytest.raises(RecallwatchError, match="names the column 'text' twice"):
+        ingest_index(con, str(path), "idx-1")
+    assert con.sql("SELECT count(*) FROM index_chunks").fetchall() == [(0,)]

@@ -143,6 +143,7 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
                 reader = csv.DictReader(fh, skipinitialspace=spaced_csv_header(path))
                 if reader.fieldnames:
                     reader.fieldnames = [name.strip() for name in reader.fieldnames]
+                    _check_header(path, reader.fieldnames)
                 # numbered by the line a record starts on (line_num is where it ends)
                 rows = [(reader.line_num - _line_breaks(row), row) for row in reader]
         except UnicodeDecodeError as exc:
@@ -174,6 +175,16 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
                 yield number, None, "invalid JSON", text
                 continue
             yield number, record, None, text
+
+
+def _check_header(path: Path, names: list[str]) -> None:
+    """One error for a header that names a column twice (a row would keep the last of its
+    two values, the first lost without a word)."""
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise RecallwatchError(
+            f"{path}: the header names the column {twice[0]!r} twice; name each column once "
+            "(nothing was loaded).")
 
 
 def _field_count_reason(row: dict, names: int) -> str | None:

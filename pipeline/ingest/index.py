@@ -168,8 +168,13 @@ def _json_path(column: str) -> str:
 
 
 def _check_columns(file: Path, columns: dict) -> None:
+    header = _csv_header(file)
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:   # DuckDB would read the second as another column, and it be ignored
+        raise RecallwatchError(
+            f"{file}: the header names the column {twice[0]!r} twice; name each column once "
+            "(nothing was loaded).")
     if "chunk_id" not in columns:
-        header = _csv_header(file)
         if "chunk_id" in header:
             # DuckDB's sniffer, given rows of other lengths than the header's, takes another
             # delimiter or another line for the header
