@@ -390,6 +390,14 @@ def cmd_rebuild(args) -> None:
               f"from {result['live_from']} the requests loaded were served by "
               + ", ".join(printable(v) for v in result["serving_instead"])
               + " (is --version right?)")
+    if result["in_future"]:
+        print(f"--live-from {result['live_from']} lies in the future (is it right?): the report "
+              "compares the days before and after it")
+    if result["served_before"]:
+        first, last = result["served_before"]
+        print(f"no request of index {printable(result['index_version'])} is loaded from "
+              f"{result['live_from']} on: the requests loaded of it were served {first}..{last}"
+              " (is --live-from right?)")
     if not result["gold_loaded"]:
         print("no gold set is loaded yet: the rebuild is recorded, and its gold chunks are "
               "carried when one is (`recallwatch ingest gold PATH --version V`)")

@@ -22,7 +22,7 @@ days before compare, and they are re-scored here too."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pipeline import state
 from pipeline.aggregate import aggregate
@@ -69,6 +69,11 @@ class RebuildResult:
     # no loaded request was served by index_version (None: some were); else the versions that
     # served from live_from on, most first: a mistyped --version shows here
     serving_instead: tuple[str, ...] | None = None
+    # every loaded request of index_version came before live_from while others are loaded
+    # from it on: the first and last day it served (None otherwise); and whether live_from
+    # lies in the future: a mistyped --live-from shows here
+    served_before: tuple[datetime, datetime] | None = None
+    in_future: bool = False
 
     def as_dict(self) -> dict:
         """Plain values (ISO dates, lists, dicts) for JSON and the CLI."""
@@ -93,6 +98,9 @@ class RebuildResult:
             "carried_by_gold": {g: dict(counts) for g, counts in self.carried_by_gold.items()},
             "serving_instead": (None if self.serving_instead is None
                                 else list(self.serving_instead)),
+            "served_before": (None if self.served_before is None
+                              else [day.date().isoformat() for day in self.served_before]),
+            "in_future": self.in_future,
         }
 
 
@@ -125,14 +133,20 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
                                                  {"index_version": index_version}).fetchall():
         by_gold.setdefault(gold_version, dict.fromkeys(CARRY_HOWS, 0))[how] = chunks
     lost = con.execute(named_queries["not_carried"], {"index_version": index_version}).fetchall()
-    served = con.execute("SELECT 1 FROM requests WHERE index_version = $v LIMIT 1",
-                         {"v": index_version}).fetchall()
-    instead = None if served else tuple(row[0] for row in con.execute(
+    ((first, last),) = con.execute(
+        "SELECT min(timestamp), max(timestamp) FROM requests WHERE index_version = $v",
+        {"v": index_version}).fetchall()
+    instead = None if first is not None else tuple(row[0] for row in con.execute(
         named_queries["serving_from"], {"live_from": live_from}).fetchall())
+    later = con.execute("SELECT 1 FROM requests WHERE timestamp >= $t LIMIT 1",
+                        {"t": live_from}).fetchall()
+    before = (first, last) if last is not None and last < live_from and later else None
+    in_future = live_from > datetime.now(UTC).replace(tzinfo=None)
     return RebuildResult(
         index_version=index_version, live_from=live_from, manifest=loaded,
         carried={how: sum(counts[how] for counts in by_gold.values()) for how in CARRY_HOWS},
-        carried_by_gold=by_gold, serving_instead=instead,
+        carried_by_gold=by_gold, serving_instead=instead, served_before=before,
+        in_future=in_future,
         not_carried=tuple(NotCarried(*row) for row in lost),
         days_rescored=tuple(rescored), days_aggregated=tuple(aggregated),
         gold_loaded=gold_loaded, live_again=given if given != live_from else None,

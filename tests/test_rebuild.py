@@ -545,6 +545,29 @@ def test_cli_rebuild_counts_each_gold_set_apart_and_names_a_version_that_served_
             "requests loaded were served by idx-2 (is --version right?)") in out, out
 
 
+
+def test_cli_rebuild_names_the_days_a_version_served_when_none_is_from_live_from_on(
+        run_cli, tmp_path, warehouse):
+    # a mistyped --live-from (after every request of the version, or in the future) was
+    # recorded without a word, and the report's before/after compared around it
+    cli_world(tmp_path, warehouse, GOLD)
+    with connect(warehouse) as con:   # idx-1 serves on day 10
+        write_jsonl(tmp_path / "more.jsonl", [request("b", ["c-1"], ts=day(10))])
+        ingest_logs(con, [str(tmp_path / "more.jsonl")])
+    code, out, err = run_cli("rebuild", tmp_path / "idx-2.jsonl", "--version", "idx-2",
+                             "--live-from", "2026-11-09")
+    assert (code, err) == (0, "")
+    assert ("no request of index idx-2 is loaded from 2026-11-09T00:00:00 on: the requests "
+            "loaded of it were served 2026-11-08..2026-11-08 (is --live-from right?)") in out, out
+    assert "in the future" not in out
+    cli_world(tmp_path / "again", tmp_path / "again.duckdb", GOLD)
+    code, out, err = run_cli("--warehouse", tmp_path / "again.duckdb", "rebuild",
+                             tmp_path / "idx-2.jsonl", "--version", "idx-2",
+                             "--live-from", "2099-11-08")
+    assert code == 0 and "--live-from 2099-11-08T00:00:00 lies in the future" in out, out
+    assert "no request of index" not in out   # nothing is loaded from then on
+
+
 def test_cli_rebuild_writes_control_characters_of_ids_and_versions_as_codes(
         run_cli, tmp_path, warehouse):
     # a gold chunk ID, golden, gold set, version or manifest name holding ESC[2J would clear
