@@ -391,9 +391,12 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
             f"{row['now_state']}), so the {row['direction']} goes on; its resolution will "
             "follow")
     elif event == "resolved" and row.get("resolution_sent_before") is not None:
+        sent = row["resolution_sent_before"]
         lines.append(
-            f"the resolution sent for day {row['resolution_sent_before']:%Y-%m-%d} came too "
-            f"early: judged again, the {row['direction']} went on until this day")
+            f"the resolution sent for day {sent:%Y-%m-%d} came too early: judged again, the "
+            f"{row['direction']} went on until this day" if sent < row["window_start"] else
+            f"the resolution sent for day {sent:%Y-%m-%d} came late: judged again, the "
+            f"{row['direction']} had resolved by this day")
     if event == "resolved" and row["decision"] == "baseline":
         lines.append("resolved: the slice was re-baselined from this day; its level now is "
                      "the baseline, and nothing is compared with the level before")

@@ -22,13 +22,16 @@
 -- before, `resolution_sent_before`); when it has not resolved yet (the window is now an
 -- ongoing day of it), a fourth event, 'unresolved', says so on the channels that got the
 -- resolution, and the episode's next resolution goes out as news.
+-- A new gold set that judges a sent episode (the same opening) resolved on another day sends
+-- that resolution with the day sent before too.
 -- Events of the alert cutoff and metrics in force, and those of episodes paged under earlier
 -- ones (so a resolution follows its opening).
 -- Grain: one row per episode_id x event x channel. Parameters: $k (the alert cutoff),
 -- $metrics (list of metric names), $channels (list of channel names, in delivery order).
 
 WITH openings AS (
-    SELECT episode_id, arg_min(decision, window_start) AS direction
+    SELECT episode_id, arg_min(decision, window_start) AS direction,
+           min(window_start) AS opened_on
     FROM drift_events
     WHERE state = 'opened' AND episode_id IS NOT NULL
     GROUP BY episode_id
@@ -45,7 +48,7 @@ judged AS (
                          WHEN 'full_coverage_rate' THEN w.fc_ci_high END AS value_high,
            d.baseline_value, d.baseline_start, d.baseline_end, d.baseline_n,
            d.delta, d.delta_low, d.delta_high, d.margin, d.decision, d.method, d.evidence,
-           o.direction AS episode_direction
+           o.direction AS episode_direction, o.opened_on
     FROM drift_events d
     LEFT JOIN window_metrics w
            ON w.window_start = d.window_start AND w.grain = d.grain AND w.slice = d.slice
@@ -167,7 +170,9 @@ SELECT e.* EXCLUDE (channel_order),
            ELSE a.status
        END AS status,
        CASE WHEN e.event = 'resolved' AND a.status = 'sent' AND a.window_start <> e.window_start
-            THEN a.window_start END AS resolution_sent_before,
+            THEN a.window_start
+            WHEN e.event = 'resolved' AND a.status IS NULL AND elsewhere.status IS NULL
+            THEN moved.window_start END AS resolution_sent_before,
        CASE WHEN e.event = 'resolved' AND a.window_start <> e.window_start THEN NULL
             ELSE a.attempts END AS attempts,
        CASE WHEN e.event = 'resolved' AND a.window_start <> e.window_start THEN NULL
@@ -191,5 +196,19 @@ LEFT JOIN LATERAL (
       AND b.gold_version IS DISTINCT FROM e.gold_version
       AND (b.episode_id, b.channel) NOT IN (SELECT (episode_id, channel) FROM withdrawn)
 ) elsewhere ON true
+-- a resolution sent on another day for the episode as another gold set judged it (the same
+-- opening, sent): this one puts it right, as a resolution of the same gold set would
+LEFT JOIN LATERAL (
+    SELECT max(b.window_start) AS window_start
+    FROM alerts b
+    JOIN alerts o ON o.episode_id = b.episode_id AND o.channel = b.channel
+                 AND o.event = 'opened' AND o.status = 'sent'
+    WHERE e.event = 'resolved' AND b.event = 'resolved' AND b.status = 'sent'
+      AND b.channel = e.channel AND b.slice = e.slice AND b.metric = e.metric
+      AND coalesce(b.route, e.route) = e.route AND coalesce(b.k, e.k) = e.k
+      AND coalesce(b.direction, e.direction) = e.direction
+      AND b.gold_version IS DISTINCT FROM e.gold_version
+      AND o.window_start = e.opened_on AND b.window_start <> e.window_start
+) moved ON true
 ORDER BY e.window_start, e.event <> 'withdrawn', e.slice, e.metric, e.route, e.gold_version,
          e.episode_id, e.event, e.channel_order;

@@ -818,6 +818,32 @@ def test_a_new_gold_set_judging_the_same_history_pages_only_what_is_news(warehou
     assert (summary.sent, summary.skipped) == (1, 4)
 
 
+
+def test_a_new_gold_set_moving_a_sent_resolution_says_it_puts_the_earlier_one_right(
+        warehouse, hook):
+    # g1's drop opened on day 8 and resolved on day 15, both sent; g2 judges the same drop
+    # (opened day 8: not news) resolved on day 14: a second "drop resolved" went out as if
+    # news, with nothing to tell it from the first
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    paged_replay(warehouse, channels, 16)
+    for number in range(1, 17):
+        if number == 14:
+            insert_drift(warehouse, 14, state="resolved", decision="stable", episode="ep-g2-1",
+                         value=0.79, delta=-0.01, gold="g2")
+        elif number == 15:
+            insert_drift(warehouse, 15, state="none", decision="stable", value=0.8, gold="g2")
+        else:
+            insert_replay_day(warehouse, number, episode="ep-g2-1", gold="g2")
+
+    send_alerts(warehouse, Config(cutoffs=(1, 5, 10), gold_version="g2"), channels,
+                now=morning_after(16), backoff=0.01)
+
+    later = [json.loads(r.body) for r in hook.received][2:]
+    assert [(m["event"], m["window_start"][:10], m.get("resolution_sent_before", "")[:10])
+            for m in later] == [("resolved", "2026-11-14", "2026-11-15")]
+    assert "the resolution sent for day 2026-11-15 came late" in later[0]["text"]
+
+
 def test_a_withdrawal_of_a_day_that_now_forms_a_baseline_says_so(warehouse, hook):
     # a re-baseline from the opening day on: nothing is compared with the old level any more
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
