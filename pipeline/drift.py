@@ -240,9 +240,8 @@ def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
     grain) and each of `metrics`; `first_seen` maps each index version to its first request,
     so that a window served by several versions belongs to the newest of those serving at
     least LABEL_SHARE of it (a smoke test of the next index is no change point). Windows are
-    judged in
-    time order, all series of a window together. Each metric is its own series and its own
-    false-discovery family, so leaving some out changes nothing in the others' rows."""
+    judged in time order, all series of a window together. Each metric is its own series and
+    its own false-discovery family, so leaving some out changes nothing in the others' rows."""
     cols = windows.to_pydict()
     label = _Labels(cols, first_seen)
     by_time: dict[datetime, list[int]] = {}
