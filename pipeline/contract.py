@@ -11,9 +11,11 @@ ones used; a bad configuration or dataset ends in one RecallwatchError sentence.
 from __future__ import annotations
 
 import csv
+import decimal
 import functools
 import importlib.resources
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -80,8 +82,22 @@ def validate_config(config: Mapping | None) -> dict:
         raise RecallwatchError(
             f"the config key {key!r} is {config[key]!r}, but it must be "
             f"{properties[key]['description']}.")
+    for key, value in config.items():
+        # Python reads 1e400 as inf: a score of NaN or Infinity reaches a file no JSON reader
+        # opens
+        if isinstance(value, float) and not math.isfinite(value):
+            raise RecallwatchError(
+                f"the config key {key!r} is {value!r}, but it must be a finite number: "
+                f"{properties[key]['description']}.")
     filled = {key: spec["default"] for key, spec in properties.items() if "default" in spec}
     filled.update(config)
+    # JSON Schema counts 2.0 as an integer: read it as one
+    filled.update({key: int(filled[key]) for key, spec in properties.items()
+                   if spec.get("type") == "integer" and key in filled})
+    if not math.isfinite(filled["max"] - filled["min"]):
+        raise RecallwatchError(
+            f"the config keys 'min' ({filled['min']!r}) and 'max' ({filled['max']!r}) are "
+            "too far apart: max - min must be a finite number.")
     if filled["min"] >= filled["max"]:
         raise RecallwatchError(
             f"the config keys 'min' ({filled['min']!r}) and 'max' ({filled['max']!r}) are "
@@ -158,8 +174,9 @@ def score_rows(rows: Sequence[Mapping], config: Mapping | None = None, *,
     split_charged: set[str] = set()
     verdict_charged: set[str] = set()
     results = []
-    for (row, (reference, contexts)) in zip(rows, prepared, strict=True):
-        result = {"input_id": row["input_id"], "metric_name": settings["metric_name"],
+    for number, (row, (reference, contexts)) in enumerate(zip(rows, prepared, strict=True), 1):
+        result = {"input_id": _input_id(number, row["input_id"]),   # checked by _prepare
+                  "metric_name": settings["metric_name"],
                   "score": None, "weight": settings["weight"], "status": "ok", "claims": [],
                   "attributed": [], "reasons": [], "tokens": 0}
         if not reference:
@@ -217,6 +234,18 @@ def _split_all(judge: JudgeConfig, references: list[str], client
     return found
 
 
+def _input_id(number: int, value) -> str | int:
+    """A row's input_id as written to the scores: a string or an integer (a whole decimal,
+    as Spark or a database writes an integer ID, is its integer)."""
+    if isinstance(value, decimal.Decimal) and value.is_finite() and value == value.to_integral():
+        return int(value)
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise RecallwatchError(
+        f"row {number}: input_id must be a string or an integer, not {type(value).__name__} "
+        f"({value!r}); fix the dataset.")
+
+
 def _prepare(number: int, row: Mapping) -> tuple[str | None, tuple[str, ...]]:
     """(reference or None when empty, contexts of the last turn) of one row."""
     if not isinstance(row, Mapping):
@@ -228,6 +257,7 @@ def _prepare(number: int, row: Mapping) -> tuple[str | None, tuple[str, ...]]:
         raise RecallwatchError(
             f"row {number} has no column {missing[0]!r}: {DATASET_FORMAT} rows need "
             f"{', '.join(COLUMNS)}.")
+    _input_id(number, row["input_id"])
     where = f"row {number} (input_id {row['input_id']!r})"
     turns = isinstance(row["prompt"], list) or (
         isinstance(row["retrieved_context"], list)
@@ -285,8 +315,8 @@ def read_dataset(path: str | Path) -> list[dict]:
     elif name.endswith(".csv"):
         try:
             with open(file, encoding="utf-8-sig", newline="") as fh:
-                rows = [{key: _csv_cell(value) for key, value in row.items()}
-                        for row in csv.DictReader(fh)]
+                reader = csv.DictReader(fh)
+                rows = [_csv_row(file, reader, row) for row in reader]
         except UnicodeDecodeError as exc:
             raise RecallwatchError(
                 f"{file}: not valid UTF-8 (byte {exc.start}); save the dataset as UTF-8.") \
@@ -302,6 +332,20 @@ def read_dataset(path: str | Path) -> list[dict]:
             f"{file} has no column {missing[0]!r}: a {DATASET_FORMAT} dataset needs "
             f"{', '.join(COLUMNS)}.")
     return rows
+
+
+def _csv_row(file: Path, reader: csv.DictReader, row: dict) -> dict:
+    """A CSV row with its cells read (_csv_cell), or one error when it has more or fewer
+    fields than the header names: csv puts the rest under None or leaves the last names None,
+    and a missing context would be scored as nothing retrieved."""
+    names = len(reader.fieldnames or ())
+    given = sum(1 for key, value in row.items() if key is not None and value is not None)
+    given += len(row.get(None) or ())
+    if given != names:
+        raise RecallwatchError(
+            f"{file} line {reader.line_num} has {given} fields where the header names {names}: "
+            "quote a value that holds a comma, and run again.")
+    return {key: _csv_cell(value) for key, value in row.items()}
 
 
 def _csv_cell(value: str | None):
@@ -330,14 +374,22 @@ def _json_rows(file: Path) -> Iterable[dict]:
 
 
 def write_scores(path: str | Path, results: Iterable[Mapping]) -> None:
-    """One JSON object per line, as score_rows returns them."""
+    """One JSON object per line, as score_rows returns them (strict JSON: no NaN), written
+    beside `path` and moved onto it whole, so a failure leaves what was there."""
+    target = Path(path)
+    partial = target.with_name(f".{target.name}.partial")
     try:
-        with open(path, "w", encoding="utf-8") as out:
+        with open(partial, "w", encoding="utf-8") as out:
             for result in results:
-                out.write(json.dumps(result, ensure_ascii=False) + "\n")
+                out.write(json.dumps(result, ensure_ascii=False, allow_nan=False) + "\n")
+        os.replace(partial, target)
     except OSError as exc:
+        partial.unlink(missing_ok=True)
         raise RecallwatchError(f"cannot write {path} ({exc.strerror or exc}): choose a path in "
                                "a writable directory.") from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def _check_writable(path: str | Path) -> None:

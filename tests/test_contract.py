@@ -276,3 +276,64 @@ def test_an_out_path_that_cannot_be_written_is_refused_before_any_judge_call(
         code, _, err = run_cli("score-dataset", good, "--out", out)
         assert code == 2 and f"cannot write {out} ({problem})" in err, err
     assert server.calls == 0
+
+
+@pytest.mark.parametrize(("config", "named"), [
+    ({"max": 1e400}, "'max'"),                       # read as inf: scored NaN
+    ({"weight": 1e999}, "'weight'"),                 # written as Infinity on every row
+    ({"weight": float("nan")}, "'weight'"),
+    ({"min": -1e308, "max": 1e308}, "'max'"),        # max - min overflows: 0 * inf is NaN
+])
+def test_a_config_number_that_is_not_finite_is_refused_before_any_call(server, config, named):
+    with pytest.raises(RecallwatchError) as raised:
+        score_rows([row()], config)
+    assert named in str(raised.value) and "finite" in str(raised.value)
+    assert server.calls == 0
+
+
+def test_a_whole_number_written_with_a_point_is_an_integer_setting(server):
+    # JSON Schema counts 2.0 as an integer; range() did not, after a paid call
+    results = score_rows([row()], {"concurrency_limit": 2.0})
+    assert results[0]["score"] == 0.75
+
+
+@pytest.mark.parametrize("body, named", [
+    ("r1,q,Paris is the capital,resp\n", "line 2 has 4 fields where the header names 5"),
+    ("r1,q,Paris is the capital,resp,ctx,extra\n", "line 2 has 6 fields where the header names 5"),
+])
+def test_a_csv_row_with_more_or_fewer_fields_than_its_header_is_refused(tmp_path, body, named):
+    # a short row was read with retrieved_context None and scored a real 0; a long one was
+    # an internal error
+    path = tmp_path / "data.csv"
+    path.write_text("input_id,prompt,expected_output,sut_response,retrieved_context\n" + body,
+                    encoding="utf-8")
+    with pytest.raises(RecallwatchError, match=named):
+        read_dataset(path)
+
+
+@pytest.mark.parametrize("input_id, stored", [
+    ("decimal", 7), ("nan", None), ("timestamp", None), ("float", None)])
+def test_an_input_id_of_another_type_is_refused_or_read_as_its_integer_before_any_call(
+        server, run_cli, tmp_path, input_id, stored):
+    # a decimal(10, 0) ID (as Spark writes one) or a timestamp was an internal error after the
+    # judge was paid, and left the --out file empty; a NaN ID was written as NaN
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = {"decimal": pa.array([decimal.Decimal(7)], pa.decimal128(10, 0)),
+              "nan": pa.array([float("nan")]), "float": pa.array([7.5]),
+              "timestamp": pa.array([datetime.datetime(2026, 11, 1)])}
+    table = pa.Table.from_pylist([row()]).set_column(0, "input_id", values[input_id])
+    pq.write_table(table, tmp_path / "data.parquet")
+    out = tmp_path / "scores.jsonl"
+    out.write_text('{"previous": "results"}\n')
+    code, _, err = run_cli("score-dataset", tmp_path / "data.parquet", "--out", out)
+    if stored is None:
+        assert code == 2 and "input_id must be a string or an integer" in err, err
+        assert server.calls == 0 and out.read_text() == '{"previous": "results"}\n'
+    else:
+        assert code == 0, err
+        assert json.loads(out.read_text())["input_id"] == stored
