@@ -230,13 +230,17 @@ def resolve(con, *, cutoffs: tuple[int, ...] | None = None, pass_mark: float | N
         merged.update({name: parse_baseline(text) for name, text in baselines.items()})
         merged_baselines = tuple(sorted(merged.items()))
     given = {"cutoffs": tuple(sorted(set(cutoffs))) if cutoffs is not None else None,
-             "pass_mark": pass_mark, "gold_version": gold_version,
-             "grains": tuple(grains) if grains is not None else None,
-             "routes": tuple(routes) if routes is not None else None,
+             # -0 is 0 (it was stored and shown as -0.0)
+             "pass_mark": pass_mark + 0.0 if pass_mark is not None else None,
+             "gold_version": gold_version,
+             # a name given twice is kept once
+             "grains": tuple(dict.fromkeys(grains)) if grains is not None else None,
+             "routes": tuple(dict.fromkeys(routes)) if routes is not None else None,
              "drift_mode": drift_mode, "drift_margin": drift_margin,
              "detectable_drop": detectable_drop, "baselines": merged_baselines,
              "alert_k": alert_k,
-             "alert_metrics": tuple(alert_metrics) if alert_metrics is not None else None}
+             "alert_metrics": (tuple(dict.fromkeys(alert_metrics)) if alert_metrics is not None
+                               else None)}
     config = replace(current, **{k: v for k, v in given.items() if v is not None})
     if alert_k == AUTO_ALERT_K:   # back to the default, which follows the cutoffs
         config = replace(config, alert_k=None)

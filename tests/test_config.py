@@ -61,3 +61,22 @@ def test_gold_version_is_the_newest_loaded_unless_given(con, tmp_path):
     assert resolve(con, gold_version="v1").gold_version == "v1"
     with pytest.raises(RecallwatchError, match="gold version 'v3' is not loaded"):
         resolve(con, gold_version="v3")
+
+
+
+def test_a_name_given_twice_is_kept_once_and_a_negative_zero_pass_mark_is_zero(
+        run_cli, tmp_path):
+    # `--routes ids,ids` printed both, `--alert-metrics pass_rate,pass_rate` stored both, and
+    # `--pass-mark -0` was stored and shown as -0.0, in window_metrics too
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    code, _, err = run_cli("config", "--routes", "ids,ids", "--grains", "day,day",
+                           "--alert-metrics", "pass_rate,pass_rate", "--pass-mark", "-0")
+    assert code == 0, err
+    with connect(tmp_path / "wh" / "recallwatch.duckdb", read_only=True) as con:
+        config = in_force(con)
+    assert (config.routes, config.grains, config.alert_metrics) == (
+        ("ids",), ("day",), ("pass_rate",))
+    assert str(config.pass_mark) == "0.0"
