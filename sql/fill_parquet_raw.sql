@@ -14,7 +14,7 @@ FROM (
     FROM (SELECT CASE WHEN $line_column THEN (to_json(r) ->> 'line')::BIGINT
                       ELSE file_row_number + 1 END AS line,
                  r AS t
-          FROM read_parquet($path) r)
+          FROM read_parquet($path, hive_partitioning = false) r)
     WHERE line IN (
         SELECT line FROM quarantine WHERE kind = 'logs' AND source = $source AND raw IS NULL)
 ) p

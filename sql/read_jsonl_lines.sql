@@ -18,6 +18,7 @@ CREATE OR REPLACE TEMP TABLE stage_lines AS
 SELECT ordinality AS line, line AS text
 FROM read_csv($path, columns = {'line': 'VARCHAR'}, delim = $delimiter, quote = '',
               escape = '', header = false, auto_detect = false, max_line_size = $max_line_size,
+              hive_partitioning = false,
               store_rejects = true, rejects_table = 'stage_line_errors',
               rejects_scan = 'stage_line_scans')
      WITH ORDINALITY;

@@ -16,7 +16,8 @@ DROP TABLE IF EXISTS stage_records;
 CREATE TEMP TABLE stage_records AS
 SELECT *
 FROM read_json($path, format = 'newline_delimited', columns = $columns,
-               ignore_errors = true, maximum_object_size = $max_object_size);
+               ignore_errors = true, maximum_object_size = $max_object_size,
+               hive_partitioning = false);
 
 -- the rows' numbers from 1: row ids count up from where the table's (or, inside a transaction,
 -- its uncommitted rows') first one starts

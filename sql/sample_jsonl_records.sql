@@ -19,5 +19,6 @@ CREATE OR REPLACE TEMP MACRO record_needs_text(retrieved, retrieval_steps, leaf_
 SELECT count(*), count(*) FILTER (WHERE record_needs_text(retrieved, retrieval_steps, $leaf_items))
 FROM (SELECT *
       FROM read_json($path, format = 'newline_delimited', columns = $columns,
-                     ignore_errors = true, maximum_object_size = $max_object_size)
+                     ignore_errors = true, maximum_object_size = $max_object_size,
+                     hive_partitioning = false)
       LIMIT $sample);

@@ -226,3 +226,34 @@ def test_ingesting_a_200_mb_line_keeps_memory_bounded(tmp_path):
     read, loaded, quarantined, grown_mb = map(int, result.stdout.split())
     assert (read, loaded, quarantined) == (2, 1, 1)
     assert grown_mb < 100, grown_mb   # never the 200 MB line at once
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.gz", ".parquet", "-blank.jsonl"])
+def test_folders_named_like_a_field_are_no_data(con, tmp_path, suffix):
+    # DuckDB read index_version=.../k=.../gold_id=... folders as columns: the folder's value
+    # replaced what a Parquet record logged (k 1 for 3: recall 0.333 for 1.0), and JSON Lines
+    # ingest failed with an internal error
+    import gzip
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.conftest import request
+
+    record = request("r-1", ["c1", "c2", "c3"], index_version="idx-logged", k=3,
+                     gold_id="g-logged")
+    folder = tmp_path / "index_version=idx-folder" / "k=1" / "gold_id=g-folder" / "dt=2026-11-01"
+    folder.mkdir(parents=True)
+    path = folder / f"part-0{suffix.replace('-blank', '')}"
+    text = json.dumps(record) + "\n" + ("\n" if "blank" in suffix else "")
+    if suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist([record]), path)
+    elif suffix.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text, encoding="utf-8")
+    summary = ingest_logs(con, [str(tmp_path)])
+    assert [(f.read, f.loaded) for f in summary.files] == [(1, 1)]
+    assert con.sql("SELECT index_version, k, gold_id FROM requests").fetchall() == [
+        ("idx-logged", 3, "g-logged")]

@@ -262,10 +262,11 @@ def _is_json_lines(file: Path) -> bool:
 
 def _duckdb_reader(file: Path) -> str:
     if file.name.lower().endswith(".parquet"):
-        return "read_parquet($path)"
+        return "read_parquet($path, hive_partitioning = false)"
     if spaced_csv_header(file):
         # written "chunk_id, text" (a space after each comma): its values are read without
         # the space, as a gold CSV's are; DuckDB keeps it on a value that is not quoted
         return ("(SELECT ltrim(COLUMNS(*), ' ') "
-                "FROM read_csv($path, header = true, all_varchar = true))")
-    return "read_csv($path, header = true, all_varchar = true)"
+                "FROM read_csv($path, header = true, all_varchar = true, "
+                "hive_partitioning = false))")
+    return "read_csv($path, header = true, all_varchar = true, hive_partitioning = false)"

@@ -477,18 +477,19 @@ def stage_json_records(con, path: Path, max_record_bytes: int) -> int:
     joins stage_rejects."""
     params = {"path": str(path), "limit": max_record_bytes}
     con.execute("CREATE OR REPLACE TEMP TABLE stage_lines AS SELECT line::BIGINT AS line, "
-                "record AS text FROM read_parquet($path) "
+                "record AS text FROM read_parquet($path, hive_partitioning = false) "
                 "WHERE record IS NOT NULL AND strlen(record) <= $limit", params)
     run_script(con, "stage_logs_jsonl", fields.jsonl_parameters())
     large = con.execute("SELECT line::BIGINT, strlen(record), left(record, $raw) "
-                        "FROM read_parquet($path) WHERE strlen(record) > $limit",
+                        "FROM read_parquet($path, hive_partitioning = false) "
+                        "WHERE strlen(record) > $limit",
                         {**params, "raw": RAW_LIMIT}).fetchall()
     for line, size, raw in large:
         con.execute("INSERT INTO stage_rejects VALUES ($line, $raw, $reason)", {
             "line": line, "raw": raw,
             "reason": f"record too large: {size} bytes (limit {max_record_bytes}; "
                       "raise it with --max-record-bytes)"})
-    return con.execute("SELECT count(*) FROM read_parquet($path)",
+    return con.execute("SELECT count(*) FROM read_parquet($path, hive_partitioning = false)",
                        {"path": str(path)}).fetchall()[0][0]
 
 
@@ -604,12 +605,13 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
     # it, and the reader skips the row groups outside a part (load_staged)
     selects.append("file_row_number AS file_row")
     statement = ("CREATE OR REPLACE TEMP VIEW stage_file AS SELECT " + ",\n".join(selects)
-                 + f" FROM read_parquet({bind(str(path))}, file_row_number = true)")
+                 + f" FROM read_parquet({bind(str(path))}, file_row_number = true, "
+                   "hive_partitioning = false)")
     bind.set_on(con)
     con.execute(statement)
     con.execute("CREATE OR REPLACE TEMP VIEW stage_requests AS "
                 "SELECT * EXCLUDE (file_row) FROM stage_file")
     con.execute("CREATE OR REPLACE TEMP TABLE stage_rejects "
                 "(line BIGINT, raw VARCHAR, reason VARCHAR)")
-    return con.execute("SELECT count(*) FROM read_parquet($path)",
+    return con.execute("SELECT count(*) FROM read_parquet($path, hive_partitioning = false)",
                        {"path": str(path)}).fetchall()[0][0]
