@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, time
 from pathlib import Path
@@ -167,13 +168,15 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions):
         run_script(con, "quality_frame")
         for number, delivery in enumerate(found):
             name = "/".join(delivery.source.rstrip("/").split("/")[-2:])
-            with delivery.fetch() as fetched:
+            # the staged records are views over the file: judged while it is still there (a
+            # converted trace or RAGAS file, a fetched object, goes when its block ends)
+            with delivery.fetch() as fetched, ExitStack() as staged:
                 try:
-                    with native_delivery(delivery, fetched, options) as (
-                            path, line_column, records):
-                        stage_log_file(con, path, max_record_bytes, line_column=line_column,
-                                       shown_as=delivery.source, json_records=records)
-                        rows = bool(line_column) or is_parquet(path)
+                    path, line_column, records = staged.enter_context(
+                        native_delivery(delivery, fetched, options))
+                    stage_log_file(con, path, max_record_bytes, line_column=line_column,
+                                   shown_as=delivery.source, json_records=records)
+                    rows = bool(line_column) or is_parquet(path)
                 except duckdb.OutOfMemoryException:
                     raise  # not the file's fault
                 except (RecallwatchError, duckdb.Error):
@@ -186,9 +189,9 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions):
                          "problem": "cannot be read as "
                                     + ("Parquet" if is_parquet(fetched) else "JSON Lines")})
                     continue
-            run_script(con, "validate_logs", fields.validate_parameters())
-            run_script(con, "quality_records", {
-                "file_no": number, "place": f"{name} {'row' if rows else 'line'}"})
+                run_script(con, "validate_logs", fields.validate_parameters())
+                run_script(con, "quality_records", {
+                    "file_no": number, "place": f"{name} {'row' if rows else 'line'}"})
         return con.sql(queries("quality_checks")["records_frame"]).df()
 
 

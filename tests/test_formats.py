@@ -643,3 +643,17 @@ def test_a_deeply_nested_line_is_quarantined_not_a_crash(con, tmp_path):
     summary = ingest_logs(con, [str(path)])
     assert (summary.read, summary.loaded, summary.quarantined) == (2, 1, 1)
     assert con.sql("SELECT line FROM quarantine").fetchall() == [(1,)]
+
+
+def test_the_quality_check_reads_a_trace_or_ragas_file_as_ingest_does(tmp_path, run_cli):
+    # check --logs staged the converted records, then judged them after the converted file
+    # was gone: an internal error for every OpenInference and RAGAS input (and so the
+    # scheduled DAG's check task with RECALLWATCH_LOG_FORMAT set)
+    start = int(datetime(2026, 11, 1, 10, tzinfo=UTC).timestamp()) * 10**9
+    traces = trace_starting_at(tmp_path, str(start))
+    write_jsonl(tmp_path / "eval.jsonl", ragas_dataset(SAMPLES[:2]))
+    for path in (traces, tmp_path / "eval.jsonl"):
+        code, out, err = run_cli("check", "--logs", path, "--start", "2026-11-01",
+                                 "--end", "2026-11-02")
+        assert (code, err) == (0, ""), err
+        assert "blocking records parse: all" in out and "internal error" not in out
