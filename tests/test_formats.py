@@ -69,7 +69,8 @@ def run_app(tracer, case: dict, at: float) -> str:
     span per retrieval step (none when `steps` is empty), an LLM span. Returns the trace id."""
     S, D = SpanAttributes, DocumentAttributes
     kinds = OpenInferenceSpanKindValues
-    metadata = {"index_version": "idx-1", "gold_id": case["gold_id"], "tenant": "acme"}
+    metadata = {"index_version": "idx-1", "gold_id": case["gold_id"], "tenant": "acme",
+                **case.get("metadata", {})}
     with tracer.start_as_current_span("rag", start_time=nanos(at), attributes={
             S.OPENINFERENCE_SPAN_KIND: kinds.CHAIN.value, S.INPUT_VALUE: case["query"],
             S.OUTPUT_VALUE: "an answer", S.SESSION_ID: case["session"],
@@ -126,7 +127,7 @@ def native_records(trace_ids, cases) -> list[dict]:
                   .strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                   "query": case["query"], "gold_id": case["gold_id"],
                   "index_version": "idx-1", "session_id": case["session"],
-                  "tags": {"tenant": "acme", "beta": "true"}}
+                  "tags": {"tenant": "acme", **case.get("metadata", {}), "beta": "true"}}
         if len(steps) == 1:
             record["retrieved"] = steps[0]
         else:
@@ -657,3 +658,46 @@ def test_the_quality_check_reads_a_trace_or_ragas_file_as_ingest_does(tmp_path, 
                                  "--end", "2026-11-02")
         assert (code, err) == (0, ""), err
         assert "blocking records parse: all" in out and "internal error" not in out
+
+
+def test_a_tag_of_a_list_or_object_is_stored_as_a_native_log_stores_it(con, tmp_path):
+    # a trace wrote ["bm25", "dense"] (spaced, keys sorted, non-ASCII escaped) where the native
+    # log stores ["bm25","dense"]: two slices, and the same request re-delivered as a trace
+    # was quarantined as conflicting with itself
+    case = {**CASES[0], "metadata": {"retrievers": ["bm25", "dense"],
+                                     "filters": {"zone": "süd", "after": 2}}}
+    trace_ids = traced(OtlpJsonLines(tmp_path / "traces.jsonl"), [case])
+    write_jsonl(tmp_path / "app.jsonl", native_records(trace_ids, [case]))
+    assert ingest_logs(con, [str(tmp_path / "app.jsonl")]).loaded == 1
+    again = ingest_logs(con, [str(tmp_path / "traces.jsonl")])
+    assert (again.loaded, again.quarantined) == (1, 0), con.sql(
+        "SELECT reason FROM quarantine").fetchall()
+    assert con.sql("SELECT tags['retrievers'], tags['filters'] FROM requests").fetchall() == [
+        ('["bm25","dense"]', '{"zone":"süd","after":2}')]
+
+
+@pytest.mark.parametrize("start, outcome", [
+    ("2026-11-01t10:22:01z", datetime(2026, 11, 1, 10, 22, 1)),   # RFC 3339 allows lower case
+    ("2026-02-29T10:22:01Z", "bad timestamp: 2026-02-29T10:22:01Z"),
+    ("2026-11-01T10Z", "bad timestamp: 2026-11-01T10Z"),           # as a native log says
+])
+def test_a_phoenix_start_written_as_text_is_read_as_a_native_timestamp(con, tmp_path, start,
+                                                                       outcome):
+    # a start the converter could not parse was "missing" (untrue), a lower-case z that a
+    # native log loads was refused, and spellings a native log refuses were taken
+    exporter = InMemorySpanExporter()
+    traced(exporter, CASES[:1])
+    frame = phoenix_frame(exporter.get_finished_spans()).reset_index()
+    frame["start_time"] = start
+    frame.to_json(tmp_path / "spans.jsonl", orient="records", lines=True, date_format="iso")
+    ingest_logs(con, [str(tmp_path / "spans.jsonl")])
+    if isinstance(outcome, datetime):
+        assert con.sql("SELECT timestamp FROM requests").fetchall() == [(outcome,)]
+    else:
+        assert con.sql("SELECT reason FROM quarantine").fetchall() == [(outcome,)]
+
+
+def test_an_otlp_start_that_is_no_number_is_a_bad_timestamp_not_a_missing_one(con, tmp_path):
+    ingest_logs(con, [str(trace_starting_at(tmp_path, "yesterday"))])
+    assert con.sql("SELECT reason FROM quarantine").fetchall() == [
+        ("bad timestamp: yesterday",)]

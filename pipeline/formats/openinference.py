@@ -105,6 +105,9 @@ class Span:
     start: datetime | None
     attributes: dict             # attribute name -> value; `metadata` parsed into a dict
     documents: list[dict] = field(default_factory=list)   # {id, score, content} in order
+    # the start as written, when it is text and no count of the epoch's nanoseconds: the
+    # request's timestamp then, read and judged as a native log's
+    logged_start: str | None = None
 
     def attribute(self, name: str):
         """An attribute's value, or a key of the `metadata` attribute as `metadata.<key>`;
@@ -176,7 +179,8 @@ def _request(trace_id: str, trace: list[Span], sources: dict[str, str]) -> dict:
         return next((v for s in looked_at if (v := s.attribute(name)) is not None), None)
 
     row = {LINE_COLUMN: root.number, "request_id": trace_id,
-           "timestamp": _iso(root.start) if root.start else None,
+           "timestamp": (root.logged_start if root.logged_start is not None
+                         else _iso(root.start) if root.start else None),
            "query": _query(first(sources["query"])),
            "gold_id": _text(first(sources["gold_id"])),
            "index_version": _text(first(sources["index_version"])),
@@ -249,8 +253,10 @@ def _tags(spans: list[Span], sources: dict[str, str]) -> list[tuple[str, str]] |
         if isinstance(metadata, dict):
             for key, value in metadata.items():
                 if key not in used and value is not None and key not in tags:
-                    tags[key] = value if isinstance(value, str) else json.dumps(value,
-                                                                                sort_keys=True)
+                    # as a native log stores a tag that is no string: its JSON, compact, keys
+                    # in their order, characters as they are
+                    tags[key] = value if isinstance(value, str) else json.dumps(
+                        value, ensure_ascii=False, separators=(",", ":"))
     for span in spans:
         listed = span.attributes.get(TAGS)
         if isinstance(listed, list | tuple):
@@ -288,6 +294,14 @@ def _problem_row(problem: Problem) -> dict:
 
 
 # ------------------------------------------------------------------------- reading values
+
+def _logged_start(value) -> str | None:
+    """A start written as text other than digits, as written: the native checks read it
+    (a lower-case z, an impossible day), so a trace's time is judged as a log line's."""
+    if isinstance(value, str) and value.strip() and not value.strip().isdigit():
+        return value
+    return None
+
 
 def _instant(value) -> datetime | None:
     """A span's start as a UTC datetime: a timestamp value (naive means UTC), ISO-8601 text,
@@ -378,7 +392,8 @@ def _phoenix_span(number: int, row: dict) -> Span:
     kind = row.get(KIND_COLUMN) or attributes.get(KIND)
     return Span(number, _id(column(TRACE_ID_COLUMNS)), _id(column(SPAN_ID_COLUMNS)),
                 _id(row.get(PARENT_ID_COLUMN)), kind if isinstance(kind, str) else None,
-                _instant(row.get(START_COLUMN)), attributes, documents)
+                _instant(row.get(START_COLUMN)), attributes, documents,
+                _logged_start(row.get(START_COLUMN)))
 
 
 def _phoenix_parquet(path: Path) -> Iterator[Span]:
@@ -518,7 +533,7 @@ def _otlp_span(number: int, span: dict) -> Span:
                 _id(_get(span, "parentSpanId", "parent_span_id")),
                 kind if isinstance(kind, str) else None,
                 _instant(int(start)) if str(start or "").isdigit() else None,
-                attributes, [documents[i] for i in sorted(documents)])
+                attributes, [documents[i] for i in sorted(documents)], _logged_start(start))
 
 
 def _any_value(value: dict):
