@@ -106,14 +106,16 @@ def _refuse_part_scored(con, config: Config, start: datetime, end: datetime) -> 
         "start": datetime.combine(start.date(), datetime.min.time()), "end": end,
         "routes": list(config.routes)}).fetchall()
     if found:
-        route, day, scored, requests = found[0]
+        route, day, requests, unscored, _stray = found[0]
         first, after = day.date(), (day + state.ONE_DAY).date()
         more = f" ({len(found) - 1} more day(s) too)" if len(found) > 1 else ""
+        what = (f"{unscored} of its {requests} requests have no score" if unscored else
+                "its scores hold requests no longer logged on it")
         raise RecallwatchError(
-            f"{first} is scored only in part on route {route}: {requests - scored} of its "
-            f"{requests} requests have no score{more}, so its window would count the rest "
-            f"alone. Score the whole day first (`recallwatch score --start {first} --end "
-            f"{after}`), or `recallwatch run`, which does.")
+            f"{first} is scored only in part on route {route}: {what}{more}, so its window "
+            "would count the scores it holds as the whole day. Score the whole day first "
+            f"(`recallwatch score --start {first} --end {after}`), or `recallwatch run`, "
+            "which does.")
 
 
 def _batch_requests(con) -> int:

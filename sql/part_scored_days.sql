@@ -1,17 +1,33 @@
--- part_scored_days: the days of [$start, $end) scored only in part on a route: some of their
--- requests have a score on it, yet the day has no score_windows row (sql/record_scored_days.sql
--- records a day only when all of it was scored). Aggregating such a day would publish the
--- scored part as the whole day, so pipeline/aggregate.py refuses it.
+-- part_scored_days: the days of [$start, $end) scored only in part on a route: some scores on
+-- it are dated that day, yet the day has no score_windows row (sql/record_scored_days.sql
+-- records a day only when all of it was scored, and ingest forgets the record of a day whose
+-- requests changed). Aggregating such a day would publish the scores it holds as the whole
+-- day, so pipeline/aggregate.py refuses it.
 -- Grain: one row per route x day, by day. Parameters: $start, $end (TIMESTAMP), $routes.
-WITH scored AS (
-    SELECT route, date_trunc('day', timestamp) AS day, count(*) AS scored
+-- Columns: requests (of the day), unscored (of those, without a score on the route), stray
+-- (scores dated that day whose request is no longer logged on it). The counts are taken for
+-- such days alone (usually none): the scan for them reads two columns of request_scores.
+WITH candidates AS (
+    SELECT DISTINCT route, date_trunc('day', timestamp) AS day
     FROM request_scores
     WHERE timestamp >= $start AND timestamp < $end AND list_contains($routes, route)
-    GROUP BY ALL
+    EXCEPT
+    SELECT route, day FROM score_windows
 )
-SELECT s.route, s.day, s.scored,
+SELECT * FROM (
+SELECT c.route, c.day,
        (SELECT count(*) FROM requests r
-        WHERE r.timestamp >= s.day AND r.timestamp < s.day + INTERVAL 1 DAY) AS requests
-FROM scored s
-ANTI JOIN score_windows w ON w.route = s.route AND w.day = s.day
-ORDER BY s.day, s.route;
+        WHERE r.timestamp >= c.day AND r.timestamp < c.day + INTERVAL 1 DAY) AS requests,
+       (SELECT count(*) FROM requests r
+        ANTI JOIN request_scores x ON x.request_id = r.request_id AND x.route = c.route
+        WHERE r.timestamp >= c.day AND r.timestamp < c.day + INTERVAL 1 DAY) AS unscored,
+       (SELECT count(*) FROM request_scores x
+        LEFT JOIN requests r USING (request_id)
+        WHERE x.route = c.route AND x.timestamp >= c.day
+          AND x.timestamp < c.day + INTERVAL 1 DAY
+          AND (r.request_id IS NULL OR date_trunc('day', r.timestamp) <> c.day)) AS stray
+FROM candidates c
+)
+-- a day scored whole in parts (two halves) holds a score of every request: it aggregates
+WHERE unscored > 0 OR stray > 0
+ORDER BY day, route;

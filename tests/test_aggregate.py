@@ -385,7 +385,24 @@ def test_a_day_scored_only_in_part_is_refused_not_published_from_its_scored_part
     assert "2026-11-01" in message and "2 of its 3 requests" in message
     assert "recallwatch score --start 2026-11-01 --end 2026-11-02" in message
     assert snapshot(con) == before
-    # scored whole, it aggregates: n = 3
-    score(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+    # scored whole (here the rest of it), it aggregates: n = 3
+    score(con, start=datetime(2026, 11, 1, 23), end=datetime(2026, 11, 2))
     aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
     assert (metrics(con, 5)["n"], metrics(con, 5)["mean_recall"]) == (3, pytest.approx(1 / 3))
+
+
+def test_a_day_whose_scored_requests_moved_away_is_refused_until_scored_again(con, tmp_path):
+    # r-2 is re-delivered on 11-02: 11-01's scores still hold it until the day is scored again
+    small(con, tmp_path, [request("r-1", ["a", "b"], ts="2026-11-01T08:00:00Z"),
+                          request("r-2", ["x"], ts="2026-11-01T16:00:00Z")])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a", "b"], ts="2026-11-01T08:00:00Z"),
+                                          request("r-2", ["x"], ts="2026-11-02T16:00:00Z")])
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    with pytest.raises(RecallwatchError, match="2026-11-01 is scored only in part on route ids: "
+                       "its scores hold requests no longer logged on it"):
+        aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+    score(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 3))
+    aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 3))
+    assert con.sql("SELECT window_start::DATE::VARCHAR, n FROM window_metrics WHERE k = 5 "
+                   "AND slice = 'all' ORDER BY 1").fetchall() == [
+        ("2026-11-01", 1), ("2026-11-02", 1)]
