@@ -459,7 +459,8 @@ class _Tests:
                                                                       alpha))
             rise = _per_family(families, lambda m: benjamini_hochberg(2 * fixed["p_rise"][m],
                                                                       alpha))
-            share_rise, share_drop = (_selected_share(families, found) for found in (rise, drop))
+            share_rise, share_drop = (_selected_share(families, found, fixed[p])
+                                      for found, p in ((rise, "p_rise"), (drop, "p_drop")))
             # one slice: the interval as computed; several: read at the level BH leaves it
             low = np.where(share_rise < 1.0, _fixed_bound(fixed, alpha * share_rise, "low"),
                            fixed["low"])
@@ -474,7 +475,8 @@ class _Tests:
         rise = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_rise"][m], alpha / 4))
         edges = {}
         for side, found in (("drop", drop), ("rise", rise)):
-            threshold = seq["log_threshold"] - np.log(_selected_share(families, found))
+            share = _selected_share(families, found, seq["e_" + side])
+            threshold = seq["log_threshold"] - np.log(share)
             for grid in ("grid_", "restarted_grid_"):
                 edges[grid + side] = _edge(side, seq["grid"], seq[grid + side], threshold,
                                            seq["lower"], seq["upper"])
@@ -616,18 +618,24 @@ def _edge(side: str, grid: np.ndarray, log_m_grid: np.ndarray, log_threshold: np
     return np.maximum(np.where(ruled_out, grid, -np.inf).max(axis=1), -upper)
 
 
-def _selected_share(families: dict, found: np.ndarray) -> np.ndarray:
-    """Per series, R/m of its family (m slices judged, R of them discoveries in one direction;
-    R + 1 for a series not among them, at most m): the share of alpha its interval is built
-    at, as false-coverage-rate intervals after selection (Benjamini and Yekutieli 2005; with
-    e-values, Xu, Wang and Ramdas 2022). Then a series' interval lies beyond the margin exactly
-    when it is a discovery: BH and e-BH reject at R/m of alpha, and a series they do not
-    reject falls short of (R + 1)/m. One slice (m = 1): 1, the unadjusted interval."""
+def _selected_share(families: dict, found: np.ndarray, evidence: np.ndarray) -> np.ndarray:
+    """Per series, R/m of its family (m slices with evidence — a p- or e-value, which BH and
+    e-BH count —, R of them discoveries in one direction; R + 1 for a series not among them,
+    at most m): the share of alpha its interval is built at, as false-coverage-rate intervals
+    after selection (Benjamini and Yekutieli 2005; with e-values, Xu, Wang and Ramdas 2022).
+    Then a series' interval lies beyond the margin exactly when it is a discovery: BH and e-BH
+    reject at R/m of alpha, and a series they do not reject falls short of (R + 1)/m. One
+    slice with evidence (m = 1), or none: 1, the unadjusted interval."""
     share = np.ones(len(found))
+    counted = ~np.isnan(np.asarray(evidence, dtype=float))
     for members in families.values():
         idx = np.array(members)
+        m = int(counted[idx].sum())
+        if m == 0:
+            continue
         r = int(found[idx].sum())
-        share[idx] = np.where(found[idx], r, min(r + 1, len(idx))) / len(idx)
+        share[idx] = np.where(counted[idx],
+                              np.where(found[idx], r, min(r + 1, m)) / m, 1.0)
     return share
 
 

@@ -9,6 +9,7 @@ import random
 import shutil
 from datetime import date, datetime, timedelta
 
+import numpy as np
 import pytest
 from conftest import golden, graded_world, request, snapshot, write_jsonl
 
@@ -532,6 +533,10 @@ def test_a_days_interval_lies_beyond_the_margin_exactly_when_it_is_flagged(con, 
                 records.append(request(
                     f"r{n}-{tenant}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
                     ts=f"{day}T{i // 4:02d}:{i % 4 * 15:02d}:00Z", tags={"tenant": f"t{tenant}"}))
+        # a tenant of one request a day: no interval, no p-value (BH leaves it out of m)
+        hit = 3 + n % 5
+        records.append(request(f"r{n}-tiny", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
+                               ts=f"{day}T23:00:00Z", tags={"tenant": "tiny"}))
     write_jsonl(tmp_path / "logs.jsonl", records)
     run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
         gold_version="v1")
@@ -543,3 +548,42 @@ def test_a_days_interval_lies_beyond_the_margin_exactly_when_it_is_flagged(con, 
     for decision, low, high, margin in rows:
         assert (decision == "drop") == (high <= -margin), (decision, low, high)
         assert (decision == "rise") == (low >= margin), (decision, low, high)
+
+
+def test_a_slice_without_a_p_value_does_not_widen_the_others_intervals():
+    # a one-request slice of fractional recall has no fixed-look p-value, which BH leaves out
+    # of its count; the interval shares counted it, so a flagged drop's interval was built too
+    # wide and reached above -margin (-0.048) beside it
+    from pipeline import drift as judged
+    from pipeline.config import Config
+
+    rng = random.Random(3)
+
+    def recalls(level, n):
+        return [sum(rng.random() < level for _ in range(10)) / 10 for _ in range(n)]
+
+    def sums(values):
+        v = [float(x) for x in values]
+        return np.array([len(v), len(v), sum(v), sum(x * x for x in v), sum(v), len(v), 1.0])
+
+    base = recalls(0.8, 280)
+
+    def item(name, values):
+        series = judged._Series(key=(name, "ids", 10, "v1", "mean_recall"),
+                                baseline=parse_baseline("first:7"))
+        pool = judged._Pool(("first",))
+        pool.sums, pool.binary = sums(base), False
+        window = judged._Window(datetime(2026, 11, 1), datetime(2026, 11, 2), len(values),
+                                ("idx-1",), "idx-1", False, sums(values))
+        return judged._Item(series, window, pool)
+
+    config = Config(drift_mode="fixed", gold_version="v1")
+    flagged = 0
+    for _ in range(200):
+        day = recalls(0.72, 40)
+        tests = judged._Tests.of([item("big", day), item("tiny", [0.5])], config)
+        assert np.isnan(tests.evidence[1])
+        if tests.drop[0]:
+            flagged += 1
+            assert tests.high[0] <= -config.drift_margin, tests.high[0]
+    assert flagged > 10
