@@ -100,11 +100,11 @@ def aggregate(con, config: Config | None = None, *, grain: str = "day",
 
 
 def _refuse_part_scored(con, config: Config, start: datetime, end: datetime) -> None:
-    """One error naming the first day of [start, end) scored only in part on a route in force
-    (score with bounds inside a day): its window would count the scored part alone."""
+    """One error naming the first day of [start, end) (whole windows) scored only in part on a
+    route in force within it (score with bounds inside a day, or requests logged or moved
+    since it was scored): its window would count the scored part alone."""
     found = con.execute(sql("part_scored_days"), {
-        "start": datetime.combine(start.date(), datetime.min.time()), "end": end,
-        "routes": list(config.routes)}).fetchall()
+        "start": start, "end": end, "routes": list(config.routes)}).fetchall()
     if found:
         route, day, requests, unscored, _stray = found[0]
         first, after = day.date(), (day + state.ONE_DAY).date()

@@ -3,10 +3,12 @@
 -- records a day only when all of it was scored, and ingest forgets the record of a day whose
 -- requests changed). Aggregating such a day would publish the scores it holds as the whole
 -- day, so pipeline/aggregate.py refuses it.
--- Grain: one row per route x day, by day. Parameters: $start, $end (TIMESTAMP), $routes.
--- Columns: requests (of the day), unscored (of those, without a score on the route), stray
--- (scores dated that day whose request is no longer logged on it). The counts are taken for
--- such days alone (usually none): the scan for them reads two columns of request_scores.
+-- Grain: one row per route x day, by day. Parameters: $start, $end (TIMESTAMP: the windows
+-- aggregated, whole days or hours), $routes.
+-- Columns: requests (of the day within [$start, $end)), unscored (of those, without a score on
+-- the route), stray (scores dated there whose request is no longer logged there). The counts
+-- are taken for such days alone (usually none), and within the span, so hours scored whole
+-- aggregate by the hour though their day is scored in part.
 WITH candidates AS (
     SELECT DISTINCT route, date_trunc('day', timestamp) AS day
     FROM request_scores
@@ -17,16 +19,17 @@ WITH candidates AS (
 SELECT * FROM (
 SELECT c.route, c.day,
        (SELECT count(*) FROM requests r
-        WHERE r.timestamp >= c.day AND r.timestamp < c.day + INTERVAL 1 DAY) AS requests,
+        WHERE r.timestamp >= c.low AND r.timestamp < c.high) AS requests,
        (SELECT count(*) FROM requests r
         ANTI JOIN request_scores x ON x.request_id = r.request_id AND x.route = c.route
-        WHERE r.timestamp >= c.day AND r.timestamp < c.day + INTERVAL 1 DAY) AS unscored,
+        WHERE r.timestamp >= c.low AND r.timestamp < c.high) AS unscored,
        (SELECT count(*) FROM request_scores x
         LEFT JOIN requests r USING (request_id)
-        WHERE x.route = c.route AND x.timestamp >= c.day
-          AND x.timestamp < c.day + INTERVAL 1 DAY
-          AND (r.request_id IS NULL OR date_trunc('day', r.timestamp) <> c.day)) AS stray
-FROM candidates c
+        WHERE x.route = c.route AND x.timestamp >= c.low AND x.timestamp < c.high
+          AND (r.request_id IS NULL OR r.timestamp < c.low OR r.timestamp >= c.high)) AS stray
+FROM (SELECT *, greatest(day, $start::TIMESTAMP) AS low,
+             least(day + INTERVAL 1 DAY, $end::TIMESTAMP) AS high
+      FROM candidates) c
 )
 -- a day scored whole in parts (two halves) holds a score of every request: it aggregates
 WHERE unscored > 0 OR stray > 0

@@ -406,3 +406,20 @@ def test_a_day_whose_scored_requests_moved_away_is_refused_until_scored_again(co
     assert con.sql("SELECT window_start::DATE::VARCHAR, n FROM window_metrics WHERE k = 5 "
                    "AND slice = 'all' ORDER BY 1").fetchall() == [
         ("2026-11-01", 1), ("2026-11-02", 1)]
+
+
+def test_hours_scored_whole_aggregate_by_the_hour_though_their_day_is_scored_in_part(
+        con, tmp_path):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("t-1", ["a", "b"], ts="2026-11-01T01:00:00Z"),
+        request("t-2", ["a"], ts="2026-11-01T02:00:00Z"),
+        request("t-3", ["x"], ts="2026-11-01T23:45:00Z")])
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    score(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 1, 3))
+    aggregate(con, grain="hour", start=datetime(2026, 11, 1), end=datetime(2026, 11, 1, 3))
+    assert con.sql("SELECT hour(window_start), n FROM window_metrics WHERE grain = 'hour' "
+                   "AND k = 5 AND slice = 'all' ORDER BY 1").fetchall() == [(1, 1), (2, 1)]
+    with pytest.raises(RecallwatchError, match="1 of its 3 requests have no score"):
+        aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
