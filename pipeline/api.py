@@ -371,15 +371,18 @@ def check_logs(warehouse: Warehouse, paths: list[str], start: When, end: When, *
     return result.as_dict()
 
 
-def rebuild(warehouse: Warehouse, index_version: str, manifest: str, live_from: When) -> dict:
+def rebuild(warehouse: Warehouse, index_version: str, manifest: str, live_from: When, *,
+            now: When = None) -> dict:
     """An index rebuild went live: load its manifest, carry the gold chunk IDs to it by content
     hash (pipeline.rebuild), re-score the days from `live_from` on and everything built on
-    them. Returns what was carried, lost and re-scored as plain values."""
+    them. Returns what was carried, lost and re-scored as plain values. `now` (default: the
+    current time, UTC) tells a `live_from` in the future."""
     from pipeline import rebuild as rebuilding
 
+    stamp = instant(now, "now") or datetime.now(UTC).replace(tzinfo=None)
     with connect(warehouse, must_exist=True) as con:   # a mistyped path is no new warehouse
         return rebuilding.rebuild(con, index_version, manifest,
-                                  instant(live_from, "--live-from")).as_dict()
+                                  instant(live_from, "--live-from"), now=stamp).as_dict()
 
 
 def alert(warehouse: Warehouse, *, report: str | None = None, now: When = None,

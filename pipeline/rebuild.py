@@ -22,7 +22,7 @@ days before compare, and they are re-scored here too."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from pipeline import state
 from pipeline.aggregate import aggregate
@@ -105,12 +105,13 @@ class RebuildResult:
 
 
 def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, *,
-            progress: Progress | None = None) -> RebuildResult:
+            progress: Progress | None = None, now: datetime | None = None) -> RebuildResult:
     """Load `manifest` as `index_version` (which went live at `live_from`, naive UTC), carry
     every gold set's chunk IDs to it by content (replacing what was carried to it before), and
     re-score, re-aggregate and re-judge the affected days that are stale. Idempotent. An
     index that served before `live_from` and was recorded going live earlier goes live again
-    (a rollback to it): it keeps its first go-live (sql/record_rebuild.sql)."""
+    (a rollback to it): it keeps its first go-live (sql/record_rebuild.sql). `now` (naive UTC)
+    tells a `live_from` in the future (RebuildResult.in_future); None tells none."""
     if live_from is None:
         raise RecallwatchError("--live-from must say when the rebuilt index went live "
                                "(e.g. 2026-11-08 or 2026-11-08T06:00).")
@@ -141,7 +142,7 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
     later = con.execute("SELECT 1 FROM requests WHERE timestamp >= $t LIMIT 1",
                         {"t": live_from}).fetchall()
     before = (first, last) if last is not None and last < live_from and later else None
-    in_future = live_from > datetime.now(UTC).replace(tzinfo=None)
+    in_future = now is not None and live_from > now
     return RebuildResult(
         index_version=index_version, live_from=live_from, manifest=loaded,
         carried={how: sum(counts[how] for counts in by_gold.values()) for how in CARRY_HOWS},
