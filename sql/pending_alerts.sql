@@ -197,9 +197,9 @@ LEFT JOIN LATERAL (
       AND (b.episode_id, b.channel) NOT IN (SELECT (episode_id, channel) FROM withdrawn)
 ) elsewhere ON true
 -- a resolution sent on another day for the episode as another gold set judged it (the same
--- opening, sent): this one puts it right, as a resolution of the same gold set would
+-- opening, sent): this one names the day sent last
 LEFT JOIN LATERAL (
-    SELECT max(b.window_start) AS window_start
+    SELECT arg_max(b.window_start, b.last_tried) AS window_start
     FROM alerts b
     JOIN alerts o ON o.episode_id = b.episode_id AND o.channel = b.channel
                  AND o.event = 'opened' AND o.status = 'sent'
