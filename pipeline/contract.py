@@ -375,21 +375,29 @@ def _json_rows(file: Path) -> Iterable[dict]:
 
 def write_scores(path: str | Path, results: Iterable[Mapping]) -> None:
     """One JSON object per line, as score_rows returns them (strict JSON: no NaN), written
-    beside `path` and moved onto it whole, so a failure leaves what was there."""
+    beside `path` and moved onto it whole, so a failure leaves what was there; a path that is
+    no regular file (/dev/stdout, a pipe) or a link is written in place."""
     target = Path(path)
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        _write_lines(path, path, results)
+        return
     partial = target.with_name(f".{target.name}.partial")
     try:
-        with open(partial, "w", encoding="utf-8") as out:
-            for result in results:
-                out.write(json.dumps(result, ensure_ascii=False, allow_nan=False) + "\n")
+        _write_lines(partial, path, results)
         os.replace(partial, target)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise RecallwatchError(f"cannot write {path} ({exc.strerror or exc}): choose a path in "
-                               "a writable directory.") from None
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+
+
+def _write_lines(file: str | Path, shown: str | Path, results: Iterable[Mapping]) -> None:
+    try:
+        with open(file, "w", encoding="utf-8") as out:
+            for result in results:
+                out.write(json.dumps(result, ensure_ascii=False, allow_nan=False) + "\n")
+    except OSError as exc:
+        raise RecallwatchError(f"cannot write {shown} ({exc.strerror or exc}): choose a path in "
+                               "a writable directory.") from None
 
 
 def _check_writable(path: str | Path) -> None:

@@ -337,3 +337,25 @@ def test_an_input_id_of_another_type_is_refused_or_read_as_its_integer_before_an
     else:
         assert code == 0, err
         assert json.loads(out.read_text())["input_id"] == stored
+
+
+def test_scores_go_to_a_pipe_or_a_link_in_place(server, run_cli, tmp_path):
+    # moving a file written beside them onto /dev/stdout, a FIFO or a link fails or replaces
+    # the link: they are written in place
+    import os
+    import threading
+
+    good = write_jsonl(tmp_path / "good.jsonl", [row(context=[])])
+    real = tmp_path / "real.jsonl"
+    real.write_text("")
+    (tmp_path / "link.jsonl").symlink_to(real)
+    assert run_cli("score-dataset", good, "--out", tmp_path / "link.jsonl")[0] == 0
+    assert (tmp_path / "link.jsonl").is_symlink() and json.loads(real.read_text())["score"] == 0
+    fifo = tmp_path / "scores.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    assert run_cli("score-dataset", good, "--out", fifo)[0] == 0
+    reader.join(10)
+    assert json.loads(got[0])["input_id"] == "q-1"
