@@ -344,6 +344,17 @@ def _finite(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+# why a withdrawn opening's window has no drift row now, by its now_state
+NOTHING_JUDGED = {
+    "no_data": "found: the day holds no requests now (its logs were taken back or moved to "
+               "other days), so there is nothing left to judge on it",
+    "slice_gone": "found: the slice holds no request that day now (its logs were corrected), "
+                  "so there is nothing left to judge on it",
+    "not_measured": "judged: k={k} is no longer measured (the cutoffs in force changed), so "
+                    "nothing on it is compared any more; alerts follow the alert cutoff in force",
+}
+
+
 def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
     """The message of one drift event (a row of sql/pending_alerts.sql)."""
     metric, k, event = row["metric"], row["k"], row["event"]
@@ -363,21 +374,9 @@ def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
             f"the {row['direction']} sent as opened on day {day} is no longer judged: the day "
             "now forms a baseline (a re-baseline from it or before, or an index change), so "
             "nothing is compared with the level before it; the figures below are today's")
-    elif event == "withdrawn" and row["now_state"] == "no_data":
-        lines.append(
-            f"the {row['direction']} sent as opened on day {day} is no longer found: the day "
-            "holds no requests now (its logs were taken back or moved to other days), so "
-            "there is nothing left to judge on it")
-    elif event == "withdrawn" and row["now_state"] == "not_measured":
-        lines.append(
-            f"the {row['direction']} sent as opened on day {day} is no longer judged: k={k} is "
-            "no longer measured (the cutoffs in force changed), so nothing on it is compared "
-            "any more; alerts follow the alert cutoff in force")
-    elif event == "withdrawn" and row["now_state"] == "slice_gone":
-        lines.append(
-            f"the {row['direction']} sent as opened on day {day} is no longer found: the "
-            "slice holds no request that day now (its logs were corrected), so there is "
-            "nothing left to judge on it")
+    elif event == "withdrawn" and row["now_state"] in NOTHING_JUDGED:
+        lines.append(f"the {row['direction']} sent as opened on day {day} is no longer "
+                     + NOTHING_JUDGED[row["now_state"]].format(k=k))
     elif event == "withdrawn":
         lines.append(
             f"the {row['direction']} sent as opened on day {day} is no longer found: judged "

@@ -155,11 +155,16 @@ def test_unknown_grain_is_a_clear_error(con):
         aggregate(con, grain="week")
 
 
-def small(con, tmp_path, records, goldens=None):
+def loaded(con, tmp_path, records, goldens=None):
+    """The gold set (one golden of chunks a, b unless given) and `records` ingested."""
     write_jsonl(tmp_path / "gold.jsonl", goldens or [golden("g-1", ["a", "b"])])
     write_jsonl(tmp_path / "logs.jsonl", records)
     ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
     ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+
+
+def small(con, tmp_path, records, goldens=None):
+    loaded(con, tmp_path, records, goldens)
     score(con)
     aggregate(con)
 
@@ -370,13 +375,9 @@ def test_blank_session_ids_an_earlier_release_stored_are_put_right_by_the_next_r
 def test_a_day_scored_only_in_part_is_refused_not_published_from_its_scored_part(con, tmp_path):
     # 'my day' in CET scores 10:00 but not 23:30 and 23:45 UTC of 2026-11-01; aggregate then
     # published the day with n = 1, mean 1.0, where its three requests make n = 3, mean 1/3
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
-    write_jsonl(tmp_path / "logs.jsonl", [
-        request("t-1", ["a", "b"], ts="2026-11-01T10:00:00Z"),
-        request("t-2", ["x"], ts="2026-11-01T23:30:00Z"),
-        request("t-3", ["x"], ts="2026-11-01T23:45:00Z")])
-    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
-    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    loaded(con, tmp_path, [request("t-1", ["a", "b"], ts="2026-11-01T10:00:00Z"),
+                           request("t-2", ["x"], ts="2026-11-01T23:30:00Z"),
+                           request("t-3", ["x"], ts="2026-11-01T23:45:00Z")])
     score(con, start=datetime(2026, 10, 31, 23), end=datetime(2026, 11, 1, 23))
     before = snapshot(con)
     with pytest.raises(RecallwatchError) as refused:
@@ -410,13 +411,9 @@ def test_a_day_whose_scored_requests_moved_away_is_refused_until_scored_again(co
 
 def test_hours_scored_whole_aggregate_by_the_hour_though_their_day_is_scored_in_part(
         con, tmp_path):
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
-    write_jsonl(tmp_path / "logs.jsonl", [
-        request("t-1", ["a", "b"], ts="2026-11-01T01:00:00Z"),
-        request("t-2", ["a"], ts="2026-11-01T02:00:00Z"),
-        request("t-3", ["x"], ts="2026-11-01T23:45:00Z")])
-    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
-    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    loaded(con, tmp_path, [request("t-1", ["a", "b"], ts="2026-11-01T01:00:00Z"),
+                           request("t-2", ["a"], ts="2026-11-01T02:00:00Z"),
+                           request("t-3", ["x"], ts="2026-11-01T23:45:00Z")])
     score(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 1, 3))
     aggregate(con, grain="hour", start=datetime(2026, 11, 1), end=datetime(2026, 11, 1, 3))
     assert con.sql("SELECT hour(window_start), n FROM window_metrics WHERE grain = 'hour' "

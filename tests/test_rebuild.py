@@ -850,9 +850,6 @@ def test_before_after_sides_hold_only_days_the_compared_indexes_served(con, tmp_
     # idx-2 goes live on day 8 (recall 0.5 with its carried chunk found half the time) and is
     # rolled back to idx-1 on day 11 without a rebuild recorded: the side after held idx-1's
     # days 11-14 again, the side before idx-2's own trial day
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
-    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c-1", "text": "alpha"}])
-    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "n-1", "text": "alpha"}])
     logs = []
     for d in range(1, 15):
         if d == 3:
@@ -862,21 +859,13 @@ def test_before_after_sides_hold_only_days_the_compared_indexes_served(con, tmp_
                              index_version="idx-2") for i in range(2)]
         else:
             logs.append(request(f"o-{d}", ["c-1"], ts=day(d)))
-    write_jsonl(tmp_path / "logs.jsonl", logs)
-    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
-    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
-        gold_version="v1")
-    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
-    run(con)
-    prepare(con)
-    found = rebuild_section(con, Scope("ids", 5, "v1"), "5 (served)")["rebuilds"]
-    sides = {s["side"]: s for s in next(r for r in found if r["index_version"] == "idx-2")["sides"]}
+    sides = {s["side"]: s for s in before_after(con, tmp_path, [golden("g-1", ["c-1"])],
+                                                logs)["sides"]}
     after, before = sides["after"], sides["before"]
     assert (after["n"], after["mean"], str(after["first"]), str(after["last"])) == (
         6, 0.5, "2026-11-08", "2026-11-10")
     assert (before["n"], before["mean"], str(before["first"]), str(before["last"])) == (
         4, 1.0, "2026-11-04", "2026-11-07")
-
 
 def test_a_rollback_to_the_old_index_keeps_what_was_carried_to_the_one_between(con, tmp_path):
     # idx-1 to day 7, idx-2 (c-1 re-IDed n-1) from day 8, back to idx-1 from day 15: carrying
