@@ -113,7 +113,7 @@ def _refuse_part_scored(con, config: Config, start: datetime, end: datetime) -> 
                 "its scores hold requests no longer logged on it")
         raise RecallwatchError(
             f"{first} is scored only in part on route {route}: {what}{more}, so its window "
-            "would count the scores it holds as the whole day. Score the whole day first "
+            "would count the scores it holds as the whole day; score the whole day first "
             f"(`recallwatch score --start {first} --end {after}`), or `recallwatch run`, "
             "which does.")
 

@@ -30,6 +30,7 @@ from pipeline.errors import RecallwatchError
 from pipeline.ingest.files import (
     DEFAULT_MAX_RECORD_BYTES,
     TABLE_SUFFIXES,
+    csv_field_count_reason,
     read_json_lines,
     single_file,
 )
@@ -338,13 +339,10 @@ def _csv_row(file: Path, reader: csv.DictReader, row: dict) -> dict:
     """A CSV row with its cells read (_csv_cell), or one error when it has more or fewer
     fields than the header names: csv puts the rest under None or leaves the last names None,
     and a missing context would be scored as nothing retrieved."""
-    names = len(reader.fieldnames or ())
-    given = sum(1 for key, value in row.items() if key is not None and value is not None)
-    given += len(row.get(None) or ())
-    if given != names:
-        raise RecallwatchError(
-            f"{file} line {reader.line_num} has {given} fields where the header names {names}: "
-            "quote a value that holds a comma, and run again.")
+    reason = csv_field_count_reason(row, len(reader.fieldnames or ()))
+    if reason:
+        raise RecallwatchError(f"{file} line {reader.line_num} has {reason}; fix it and run "
+                               "again.")
     return {key: _csv_cell(value) for key, value in row.items()}
 
 

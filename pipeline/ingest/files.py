@@ -118,6 +118,30 @@ def spaced_csv_header(path: Path) -> bool:
     return any(name[:1].isspace() for name in header)
 
 
+def refuse_repeated_columns(path: Path, names: list[str]) -> None:
+    """One error for a CSV header that names a column twice: a reader keeps one of the two
+    values (csv the last, DuckDB the first as it renames the other) and loses the other."""
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise RecallwatchError(
+            f"{path}: the header names the column {twice[0]!r} twice; name each column once "
+            "(nothing was loaded).")
+
+
+def csv_field_count_reason(row: dict, names: int) -> str | None:
+    """Why a CSV row cannot be read by the header's names: more values than names (csv puts
+    the rest under the key None: an unquoted comma shifts nothing it could tell) or fewer
+    (the last names get None), so no value is taken for another column's."""
+    extra = row.get(None)
+    if extra:
+        return (f"{names + len(extra)} fields where the header names {names}: quote a value "
+                "that holds a comma")
+    given = sum(1 for key, value in row.items() if key is not None and value is not None)
+    if given < names:
+        return f"{given} fields where the header names {names}"
+    return None
+
+
 def single_file(path: str, suffixes: tuple[str, ...]) -> Path:
     """The one file a gold set or manifest is loaded from."""
     files = expand_paths([path], suffixes)

@@ -23,11 +23,13 @@ from pipeline.ingest.files import (
     DEFAULT_MAX_RECORD_BYTES,
     TABLE_SUFFIXES,
     FileResult,
+    csv_field_count_reason,
     file_hash,
     previous_ingest,
     quarantine_rows,
     read_json_lines,
     record_file,
+    refuse_repeated_columns,
     single_file,
     spaced_csv_header,
 )
@@ -143,7 +145,7 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
                 reader = csv.DictReader(fh, skipinitialspace=spaced_csv_header(path))
                 if reader.fieldnames:
                     reader.fieldnames = [name.strip() for name in reader.fieldnames]
-                    _check_header(path, reader.fieldnames)
+                    refuse_repeated_columns(path, reader.fieldnames)
                 # numbered by the line a record starts on (line_num is where it ends)
                 rows = [(reader.line_num - _line_breaks(row), row) for row in reader]
         except UnicodeDecodeError as exc:
@@ -154,7 +156,7 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
             raise RecallwatchError(f"{path}: not a readable CSV file (line {reader.line_num}: "
                                    f"{exc}).") from None
         for number, row in rows:
-            reason = _field_count_reason(row, len(set(reader.fieldnames or ())))
+            reason = csv_field_count_reason(row, len(set(reader.fieldnames or ())))
             yield number, None if reason else row, reason, json.dumps(row)
     else:
         for number, text, reason, raw in read_json_lines(path, DEFAULT_MAX_RECORD_BYTES):
@@ -175,30 +177,6 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
                 yield number, None, "invalid JSON", text
                 continue
             yield number, record, None, text
-
-
-def _check_header(path: Path, names: list[str]) -> None:
-    """One error for a header that names a column twice (a row would keep the last of its
-    two values, the first lost without a word)."""
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise RecallwatchError(
-            f"{path}: the header names the column {twice[0]!r} twice; name each column once "
-            "(nothing was loaded).")
-
-
-def _field_count_reason(row: dict, names: int) -> str | None:
-    """Why a CSV row cannot be read by the header's names: more values than names (csv puts
-    the rest under the key None: an unquoted comma shifts nothing it could tell) or fewer
-    (the last names get None), so no value is taken for another column's."""
-    extra = row.get(None)
-    if extra:
-        return (f"{names + len(extra)} fields where the header names {names}: quote a value "
-                "that holds a comma")
-    given = sum(1 for key, value in row.items() if key is not None and value is not None)
-    if given < names:
-        return f"{given} fields where the header names {names}"
-    return None
 
 
 def _is_text(record: dict) -> bool:

@@ -25,6 +25,7 @@ from pipeline.ingest.files import (
     previous_ingest,
     quarantine_rows,
     record_file,
+    refuse_repeated_columns,
     single_file,
     spaced_csv_header,
     unchanged,
@@ -169,11 +170,7 @@ def _json_path(column: str) -> str:
 
 def _check_columns(file: Path, columns: dict) -> None:
     header = _csv_header(file)
-    twice = sorted({name for name in header if header.count(name) > 1})
-    if twice:   # DuckDB would read the second as another column, and it be ignored
-        raise RecallwatchError(
-            f"{file}: the header names the column {twice[0]!r} twice; name each column once "
-            "(nothing was loaded).")
+    refuse_repeated_columns(file, header)
     if "chunk_id" not in columns:
         if "chunk_id" in header:
             # DuckDB's sniffer, given rows of other lengths than the header's, takes another

@@ -50,6 +50,8 @@ class Delivery(Protocol):
     source: str   # recorded in ingest_files.source and quarantine.source
     # Optional `json_records = True`: fetch() gives native JSON records with their lines (a
     # table's keys) as Parquet `line`, `record`, staged like JSONL lines, not by format.
+    # Optional `undated = True`: records of no day (a table's rows without a timestamp), read
+    # whatever the interval; an interval's quality check leaves them to ingest's quarantine.
 
     def digest(self) -> str: ...
 
