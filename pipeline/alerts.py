@@ -14,7 +14,8 @@ gold version (late or corrected logs, a rescore), gets a `withdrawn` message on 
 that had it, quoting how the window is judged now; should the episode come back, its opening
 is sent again (sql/pending_alerts.sql). A sent resolution that judging its window again no
 longer bears out is put right: the episode's new resolution day is sent, or, while it has not
-resolved, an `unresolved` message says so. A resolution waits on a channel that has not got
+resolved, an `unresolved` message says so (so too when a new gold set judges the same opening
+resolved elsewhere, or still going on). A resolution waits on a channel that has not got
 its episode's opening. A channel set up on a warehouse with history (`alert_channels`: when
 alerting began on it) pages only what is news: an episode that had resolved by then is
 recorded as `past` and never sent. Channel settings come from the environment or a TOML

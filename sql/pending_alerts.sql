@@ -23,7 +23,8 @@
 -- ongoing day of it), a fourth event, 'unresolved', says so on the channels that got the
 -- resolution, and the episode's next resolution goes out as news.
 -- A new gold set that judges a sent episode (the same opening) resolved on another day sends
--- that resolution with the day sent before too.
+-- that resolution with the day sent before too; one that judges it still going on on the day
+-- its resolution was sent sends 'unresolved' (under its own episode) until it resolves.
 -- Events of the alert cutoff and metrics in force, and those of episodes paged under earlier
 -- ones (so a resolution follows its opening).
 -- Grain: one row per episode_id x event x channel. Parameters: $k (the alert cutoff),
@@ -120,18 +121,24 @@ withdrawals AS (
                         AND r.event = 'resolved' AND r.status = 'sent')
 ),
 unresolutions AS (
-    SELECT d.* EXCLUDE (episode_id, state, episode_direction) REPLACE ('unresolved' AS event),
-           a.episode_id, coalesce(a.direction, d.episode_direction) AS direction,
+    SELECT d.* EXCLUDE (state, episode_direction) REPLACE ('unresolved' AS event),
+           coalesce(a.direction, d.episode_direction) AS direction,
            d.state AS now_state, a.channel
     FROM alerts a
     -- the window the resolution was sent for, as the drift step judges it now
     JOIN (SELECT *, NULL::VARCHAR AS event FROM judged) d
       ON d.window_start = a.window_start AND d.slice = a.slice AND d.route = a.route
-     AND d.k = a.k AND d.metric = a.metric AND d.gold_version = a.gold_version
-    WHERE a.event = 'resolved' AND a.status = 'sent'
-      AND d.episode_id = a.episode_id AND d.state = 'ongoing'
+     AND d.k = a.k AND d.metric = a.metric
+    WHERE a.event = 'resolved' AND a.status = 'sent' AND d.state = 'ongoing'
+      AND ((d.gold_version = a.gold_version AND d.episode_id = a.episode_id)
+           -- another gold set judging the same opening (day and direction) still going on
+           -- that day: recorded under its episode, so the sent resolution stays as it was
+           OR (d.gold_version <> a.gold_version AND d.episode_direction = a.direction
+               AND d.opened_on = (SELECT o.window_start FROM alerts o
+                                  WHERE o.episode_id = a.episode_id AND o.channel = a.channel
+                                    AND o.event = 'opened' AND o.status = 'sent')))
       AND NOT EXISTS (SELECT 1 FROM drift_events e
-                      WHERE e.episode_id = a.episode_id AND e.state = 'resolved')
+                      WHERE e.episode_id = d.episode_id AND e.state = 'resolved')
 ),
 channels AS (
     SELECT unnest($channels::VARCHAR[]) AS channel,

@@ -844,6 +844,40 @@ def test_a_new_gold_set_moving_a_sent_resolution_says_it_puts_the_earlier_one_ri
     assert "the resolution sent for day 2026-11-15 came late" in later[0]["text"]
 
 
+def test_a_new_gold_set_still_in_a_sent_drop_takes_its_resolution_back_until_it_resolves(
+        warehouse, hook):
+    # g1's drop opened on day 8 and resolved on day 15, both sent; g2 judges the same drop
+    # (opened day 8) still going on days 15-17: the resolution sent no longer holds, and
+    # nothing said so
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    paged_replay(warehouse, channels, 15)
+    for number in range(1, 18):
+        if number < RESOLVED_DAY:
+            insert_replay_day(warehouse, number, episode="ep-g2-1", gold="g2")
+        else:
+            insert_drift(warehouse, number, state="ongoing", decision="drop",
+                         episode="ep-g2-1", value=0.62, delta=-0.18, gold="g2")
+    g2 = Config(cutoffs=(1, 5, 10), gold_version="g2")
+
+    summary = send_alerts(warehouse, g2, channels, now=morning_after(17), backoff=0.01)
+
+    assert summary.sent == 1
+    unresolved = json.loads(hook.on("/hook/ab12")[-1].body)
+    assert (unresolved["event"], unresolved["window_start"][:10], unresolved["now_state"],
+            unresolved["gold_version"]) == ("unresolved", "2026-11-15", "ongoing", "g2")
+    assert "the resolution sent for day 2026-11-15 no longer holds" in unresolved["text"]
+    assert send_alerts(warehouse, g2, channels, now=morning_after(17)).sent == 0
+    # g2's drop resolves on day 18: sent, naming the day that came too early, once
+    insert_drift(warehouse, 18, state="resolved", decision="stable", episode="ep-g2-1",
+                 value=0.80, delta=0.0, gold="g2")
+    send_alerts(warehouse, g2, channels, now=morning_after(18), backoff=0.01)
+    assert events_sent(hook)[2:] == [("unresolved", "drop", "ep-g2-1", "2026-11-15"),
+                                     ("resolved", "drop", "ep-g2-1", "2026-11-18")]
+    resolved = json.loads(hook.on("/hook/ab12")[-1].body)
+    assert "the resolution sent for day 2026-11-15 came too early" in resolved["text"]
+    assert send_alerts(warehouse, g2, channels, now=morning_after(19)).sent == 0
+
+
 def test_a_withdrawal_of_a_day_that_now_forms_a_baseline_says_so(warehouse, hook):
     # a re-baseline from the opening day on: nothing is compared with the old level any more
     channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
