@@ -80,7 +80,6 @@ Z_POWER = float(sp.norm.ppf(POWER))
 GRID = np.round(np.linspace(-1.0, 1.0, 401), 6)   # differences the anytime interval resolves
 # the column prefix of window_sums for each metric
 SUMS_OF = {"mean_recall": "recall", "pass_rate": "pass", "full_coverage_rate": "full"}
-VERSION_SLICE = "index_version="   # a version's own slice (sql/window_metrics.sql)
 LABEL_SHARE = 0.1   # of a window's requests a version serves to label it (see _Labels)
 # order of a window's sums: n, sessions G, total, sum S_g^2, sum S_g n_g, sum n_g^2 (summed
 # when windows pool) and the largest session (the largest of them when windows pool)
@@ -243,7 +242,7 @@ def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
     judged in time order, all series of a window together. Each metric is its own series and
     its own false-discovery family, so leaving some out changes nothing in the others' rows."""
     cols = windows.to_pydict()
-    label = _Labels(cols, first_seen)
+    label = _Labels(first_seen)
     by_time: dict[datetime, list[int]] = {}
     by_series: dict[tuple, list[int]] = {}
     for i, start in enumerate(cols["window_start"]):
@@ -274,23 +273,17 @@ def _series_key(cols: dict, i: int) -> tuple:
 
 class _Labels:
     """The index version a window is labelled with: the newest (by first request) of those
-    serving at least LABEL_SHARE of the window's requests measured at its k, counted in the
-    versions' own slices of the same window, route, k and gold set (for a tag slice, the
-    shares of all the window's requests); the newest serving it when none was measured."""
+    serving at least LABEL_SHARE of the requests of the window and slice measured at its k
+    (a tag slice's own: a canary by tenant changes that tenant's index before the whole
+    window's); the newest serving it when none was measured."""
 
-    def __init__(self, cols: dict, first_seen: dict):
+    def __init__(self, first_seen: dict):
         self.first_seen = first_seen
-        self.served: dict[tuple, int] = {}
-        for i, name in enumerate(cols["slice"]):
-            if name.startswith(VERSION_SLICE):
-                key = (cols["window_start"][i], *_series_key(cols, i)[1:])
-                self.served[(*key, name[len(VERSION_SLICE):])] = cols["n"][i]
 
     def __call__(self, cols: dict, i: int, versions: tuple[str, ...]) -> str | None:
-        key = (cols["window_start"][i], *_series_key(cols, i)[1:])
-        counts = {v: self.served.get((*key, v), 0) for v in versions}
+        counts = dict(cols["version_counts"][i] or ())
         total = sum(counts.values())
-        serving = [v for v in versions if total and counts[v] >= LABEL_SHARE * total]
+        serving = [v for v in versions if total and counts.get(v, 0) >= LABEL_SHARE * total]
         return max(serving or versions,
                    key=lambda v: (self.first_seen.get(v) or datetime.min, v), default=None)
 

@@ -4,7 +4,7 @@
 -- with window_sums, which the aggregate step writes together). Parameters: $grain.
 
 SELECT m.window_start, m.window_end, m.slice, m.route, m.k, m.gold_version, m.n,
-       m.index_versions, s.n_clusters, s.any_session, s.size_sq, s.max_size,
+       m.index_versions, s.version_counts, s.n_clusters, s.any_session, s.size_sq, s.max_size,
        s.recall_sum, s.recall_cluster_sq, s.recall_cluster_cross,
        s.pass_sum, s.pass_cluster_sq, s.pass_cluster_cross,
        s.full_sum, s.full_cluster_sq, s.full_cluster_cross

@@ -280,6 +280,12 @@ CREATE TABLE IF NOT EXISTS window_sums (
     full_cluster_cross DOUBLE    NOT NULL
 );
 
+-- Added after the first warehouses were written: the requests measured at k that each index
+-- version served in the window and slice (the drift step labels a window with the versions
+-- serving its own requests). Rows of earlier warehouses get NULL and their days are
+-- re-aggregated by the next run (sql/stale_metric_days.sql).
+ALTER TABLE window_sums ADD COLUMN IF NOT EXISTS version_counts MAP(VARCHAR, BIGINT);
+
 -- Public. One row per window x slice x route x cutoff k x gold version x metric with a
 -- baseline to compare with: the window's value, its baseline's, the interval of the
 -- difference (window - baseline), the decision and the episode it belongs to. Written by the

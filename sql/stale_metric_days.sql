@@ -2,7 +2,8 @@
 -- (pipeline.state): a window of the day has scores on the route but no metrics (scoring a day
 -- invalidates its metrics; an aggregation may have covered only part of the day), or the day
 -- was aggregated with another pass mark than the one in force, or before the rates' interval
--- method was recorded or its sufficient statistics kept (window_sums), or before a mean of
+-- method was recorded or its sufficient statistics kept (window_sums, with the requests each
+-- index version served), or before a mean of
 -- recalls that are all 0 or 1, or show no spread (all equal), got the proportion's interval
 -- (pipeline.stats.all_binary and no_spread, whose tests these are).
 -- Grain: one row per day. Parameters: $grain, $pass_mark, $route.
@@ -16,6 +17,9 @@ WHERE m.grain = $grain AND m.route = $route
   AND NOT EXISTS (
       SELECT 1 FROM window_sums w
       WHERE w.grain = m.grain AND w.route = m.route AND w.window_start = m.window_start)
+UNION
+SELECT DISTINCT date_trunc('day', window_start) FROM window_sums
+WHERE grain = $grain AND route = $route AND version_counts IS NULL
 UNION
 SELECT DISTINCT date_trunc('day', m.window_start)
 FROM window_metrics m

@@ -101,6 +101,9 @@ WITH moments AS (
            count(*) FILTER (WHERE recall >= 1.0) AS n_full,
            bool_or(in_session) AS any_session,
            list(DISTINCT index_version ORDER BY index_version) AS index_versions,
+           -- the requests measured at k each version served, in this slice (the drift step
+           -- labels a window with the versions serving its own requests)
+           histogram(index_version)::MAP(VARCHAR, BIGINT) AS version_counts,
            max(index_size) AS max_index_size
     FROM agg_scored
     GROUP BY ALL
@@ -136,7 +139,7 @@ SELECT
     unnest($cutoffs::INTEGER[]) AS k,
     0 AS n, 0.0 AS recall_sum, 0.0 AS var_recall, 0 AS n_pass, 0 AS n_full, false AS any_session,
     list(DISTINCT a.index_version ORDER BY a.index_version) AS index_versions,
-    max(a.index_size) AS max_index_size,
+    MAP {}::MAP(VARCHAR, BIGINT) AS version_counts, max(a.index_size) AS max_index_size,
     0 AS n_clusters, 0.0 AS sum_cluster_sq, 0.0 AS sum_cluster_cross, 0 AS sum_size_sq,
     0 AS pass_cluster_sq, 0 AS pass_cluster_cross, 0 AS full_cluster_sq,
     0 AS full_cluster_cross, 0 AS max_size

@@ -497,6 +497,43 @@ def test_a_smoke_request_on_the_next_index_is_no_change_point_until_it_takes_ove
     assert smoke == [("idx-2",)]
 
 
+@pytest.mark.slow
+def test_a_tag_slice_is_labelled_by_the_versions_serving_its_own_requests(con, tmp_path):
+    # a canary by tenant: on 11-05 half of acme's requests (4 of the day's 100) go to idx-2,
+    # from 11-06 all 8 of them; the other tenant stays on idx-1. acme's slice changes index on
+    # 11-05 although idx-2 serves under a tenth of the whole window; slice 'all' never does
+    days = [date(2026, 11, 1) + timedelta(days=n) for n in range(8)]
+    gold = [f"c{j}" for j in range(10)]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
+    records = []
+    for day in days:
+        for i in range(100):
+            tenant = "acme" if i < 8 else "globex"
+            canary = tenant == "acme" and (day >= date(2026, 11, 6) or (
+                day == date(2026, 11, 5) and i < 4))
+            hit = 6 + i % 5
+            records.append(request(f"r{day}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
+                                   ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z",
+                                   index_version="idx-2" if canary else "idx-1",
+                                   tags={"tenant": tenant}))
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+
+    def labels(slice_):
+        return con.execute(
+            "SELECT window_start::DATE, index_version, change_point FROM drift_events "
+            "WHERE slice = $s AND k = 10 AND metric = 'mean_recall' AND grain = 'day' "
+            "ORDER BY 1", {"s": slice_}).fetchall()
+
+    acme = labels("tenant=acme")
+    assert [(day, version) for day, version, _ in acme] == [
+        (day, "idx-2" if day >= date(2026, 11, 5) else "idx-1") for day in days]
+    assert [day for day, _, change in acme if change] == [date(2026, 11, 5)]
+    assert {version for _, version, _ in labels("all")} == {"idx-1"}
+    assert {version for _, version, _ in labels("tenant=globex")} == {"idx-1"}
+
+
 def test_a_window_with_nothing_scored_forms_no_baseline(con, tmp_path):
     # days 1-3 of requests whose golden is unknown (n = 0), then 8 days of scored ones: the
     # empty days were "baseline" (a window that forms one) though none joins it

@@ -387,6 +387,29 @@ def test_metrics_from_before_the_rates_method_was_recorded_are_rebuilt(tmp_path)
         assert methods == [("cluster_wilson",)]
 
 
+def test_sums_from_before_the_versions_served_were_counted_are_rebuilt(tmp_path):
+    from pipeline.warehouse import connect
+
+    warehouse = tmp_path / "w.duckdb"
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    logs = [str(write_jsonl(tmp_path / f"d{d}.jsonl", [
+        request(f"r{d}-{i}", ["a"], ts=f"2026-11-0{d}T1{i}:00:00Z",
+                index_version="idx-2" if i == 0 else "idx-1") for i in range(3)]))
+        for d in (1, 2)]
+    with connect(warehouse) as con:
+        run(con, logs=logs, gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+        built = con.sql("SELECT * FROM window_sums ORDER BY ALL").fetchall()
+        # a warehouse written before the column existed
+        con.execute("ALTER TABLE window_sums DROP COLUMN version_counts")
+    with connect(warehouse) as con:
+        summary = run(con, logs=logs)
+        assert [d.day for d in summary.days_aggregated] == [1, 2]
+        assert con.sql("SELECT * FROM window_sums ORDER BY ALL").fetchall() == built
+        counts = con.sql("SELECT version_counts FROM window_sums WHERE slice = 'all' AND k = 5 "
+                         "AND grain = 'day' ORDER BY window_start").fetchall()
+        assert counts == [({"idx-1": 2, "idx-2": 1},)] * 2
+
+
 def _scheduled_days(tmp_path):
     """Eleven days of logs (6 requests a day) in dt= partitions, a gold set; days 1-10 built by
     `run` with a pinned baseline (days 4-6), then late logs of day 5 loaded by hand and day
