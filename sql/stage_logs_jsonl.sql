@@ -12,7 +12,7 @@
 -- $item_structure (from_json structure: each field's staged type), $item_leaves (each item
 -- field as JSON), $item_allowed (per item field its json_types and 'NULL'), $leaf_items (true
 -- when the item fields are the four leaf_item names); and the shared reasons $missing_list,
--- $both_lists, $steps_not_lists.
+-- $both_lists, $steps_not_lists, $bare_cr (invalid JSON with a carriage return inside).
 -- A line is parsed three times whatever its number of chunks: for the JSON type of every
 -- request field and list (json_type with a list of paths), for the request's values, and for
 -- each chunk's fields as JSON texts, whose first character tells their JSON type. Chunks of
@@ -23,19 +23,28 @@
 
 -- The JSON type (json_type's name) of a value given as JSON text, without parsing it: text
 -- from from_json(..., 'JSON') is written compactly, so its first character tells the type, and
--- a number is an integer when it is digits within 64 bits (as yyjson reads it); an absent
--- value is 'NULL', as a null one. 34 is '"', 123 '{', 91 '[', 116 't', 102 'f', 110 'n'.
+-- a number is an integer when it is digits, of any size (whole_types); an absent value is
+-- 'NULL', as a null one. 34 is '"', 123 '{', 91 '[', 116 't', 102 'f', 110 'n'.
 CREATE OR REPLACE TEMP MACRO leaf_type(leaf) AS CASE ascii(leaf::VARCHAR)
     WHEN 34 THEN 'VARCHAR' WHEN 123 THEN 'OBJECT' WHEN 91 THEN 'ARRAY'
     WHEN 116 THEN 'BOOLEAN' WHEN 102 THEN 'BOOLEAN' WHEN 110 THEN 'NULL'
     ELSE CASE
-        WHEN regexp_full_match(leaf::VARCHAR, '-?[0-9]{1,18}') THEN 'BIGINT'
-        WHEN regexp_full_match(leaf::VARCHAR, '-?[0-9]+')
-             AND try_cast(leaf::VARCHAR AS HUGEINT)
-                 BETWEEN -9223372036854775808 AND 18446744073709551615 THEN 'BIGINT'
+        WHEN regexp_full_match(leaf::VARCHAR, '-?[0-9]+') THEN 'BIGINT'
         WHEN leaf IS NOT NULL THEN 'DOUBLE'
         ELSE 'NULL'
     END
+END;
+
+-- json_type(json, paths) with an integer beyond 64 bits (which yyjson reads as a double, its
+-- text kept) typed 'BIGINT' as one within them: an ID logged as such a number is its digits,
+-- as in a gold set and from_json(..., 'VARCHAR'). The values are read only when a double is.
+CREATE OR REPLACE TEMP MACRO whole_types(json, paths) AS CASE
+    WHEN list_contains(json_type(json, paths), 'DOUBLE')
+        THEN list_transform(json_type(json, paths), lambda type, i: CASE
+            WHEN type = 'DOUBLE'
+                 AND regexp_full_match(json_extract(json, paths[i])::VARCHAR, '-?[0-9]+')
+                THEN 'BIGINT' ELSE type END)
+    ELSE json_type(json, paths)
 END;
 
 -- Whether a value given as JSON text is of one of the `allowed` JSON types, as
@@ -93,18 +102,19 @@ CREATE OR REPLACE TEMP MACRO json_item(x, step_no, pos, structure, paths, rules)
                   position := pos::INTEGER,
                   item_error := CASE
                       WHEN json_type(x) <> 'OBJECT' THEN 'is not an object'
-                      ELSE first_type_error(json_type(x, paths), rules)
+                      ELSE first_type_error(whole_types(x, paths), rules)
                   END);
 
 CREATE OR REPLACE TEMP TABLE stage_requests AS
 WITH typed AS (
-    SELECT line, text, try(json_type(text, $type_paths)) AS types
+    SELECT line, text, try(whole_types(text, $type_paths)) AS types
     FROM stage_lines
 ),
 shaped AS (
     SELECT
         line, text, types,
-        CASE WHEN types IS NULL THEN 'invalid JSON'
+        CASE WHEN types IS NULL AND contains(rtrim(text, chr(13)), chr(13)) THEN $bare_cr
+             WHEN types IS NULL THEN 'invalid JSON'
              WHEN types[-3] <> 'OBJECT' THEN 'record is not a JSON object' END AS json_error,
         CASE
             WHEN types IS NULL OR types[-3] <> 'OBJECT' THEN NULL

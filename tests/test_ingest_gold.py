@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.errors import RecallwatchError
 from pipeline.ingest import ingest_gold
+from pipeline.ingest.files import BARE_CR
 from tests.conftest import golden, write_jsonl
 
 
@@ -67,6 +68,17 @@ def test_a_lone_surrogate_quarantines_its_golden_and_the_others_load(con, tmp_pa
     assert (result.loaded, result.quarantined) == (1, 1)
     assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [(1, "invalid JSON")]
     assert con.sql("SELECT gold_id FROM goldens").fetchall() == [("g-2",)]
+
+
+def test_goldens_ended_by_a_carriage_return_alone_are_one_line_that_says_so(con, tmp_path):
+    (tmp_path / "gold.jsonl").write_bytes(
+        b'{"gold_id": "g-1", "question": "q1", "gold_chunk_ids": ["a"]}\r'
+        b'{"gold_id": "g-2", "question": "q2", "gold_chunk_ids": ["b"]}\r\n'
+        b'{"gold_id": "g-3", "question": "q3", "gold_chunk_ids": ["c"]}\r\n{broken\r\n')
+    result = ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    assert (result.loaded, result.quarantined) == (1, 2)
+    assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
+        (1, BARE_CR), (3, "invalid JSON")]
 
 
 def test_a_gold_id_of_another_type_is_named_not_called_missing(con, tmp_path):

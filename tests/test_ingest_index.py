@@ -35,13 +35,15 @@ def test_unreadable_index_manifest_is_one_clear_error(con, tmp_path):
 def test_bad_lines_of_a_json_lines_manifest_are_quarantined_and_the_rest_loads(con, tmp_path):
     (tmp_path / "m.jsonl").write_bytes(
         b'{"chunk_id": "a", "text": "A"}\n{broken\n["a", "b"]\n\n'
-        b'{"chunk_id": "caf\xe9", "text": "C"}\n{"chunk_id": "b", "text": "B"}\n')
+        b'{"chunk_id": "caf\xe9", "text": "C"}\n{"chunk_id": "b", "text": "B"}\n'
+        b'{"chunk_id": "d", "text": "D"}\r{"chunk_id": "e", "text": "E"}\r\n')
     result = ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
-    assert (result.read, result.loaded, result.quarantined) == (5, 2, 3)
+    assert (result.read, result.loaded, result.quarantined) == (6, 2, 4)
     assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [("a",), ("b",)]
     rows = con.sql("SELECT line, reason, raw FROM quarantine ORDER BY line").fetchall()
     assert [(line, reason.split(" (")[0]) for line, reason, _ in rows] == [
-        (2, "invalid JSON"), (3, "record is not a JSON object"), (5, "not valid UTF-8")]
+        (2, "invalid JSON"), (3, "record is not a JSON object"), (5, "not valid UTF-8"),
+        (7, "invalid JSON: the line holds a carriage return")]
     assert [raw for _, _, raw in rows[:2]] == ["{broken", '["a", "b"]']
 
 
@@ -116,6 +118,17 @@ def test_whole_decimal_chunk_ids_load_as_their_integer(con, tmp_path):
     assert (result.loaded, result.quarantined) == (2, 0)
     assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [
         ("12",), ("7",)]
+
+
+def test_an_integer_chunk_id_beyond_64_bits_is_its_digits(con, tmp_path):
+    # as in a log and a gold set; a float is still no ID
+    (tmp_path / "m.jsonl").write_text('{"chunk_id": 123456789012345678901234, "text": "a"}\n'
+                                      '{"chunk_id": -9223372036854775809, "text": "b"}\n'
+                                      '{"chunk_id": 1e30, "text": "c"}\n')
+    result = ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
+    assert (result.loaded, result.quarantined) == (2, 1)
+    assert con.sql("SELECT chunk_id FROM index_chunks ORDER BY 1").fetchall() == [
+        ("-9223372036854775809",), ("123456789012345678901234",)]
 
 
 def test_csv_manifest_rows_are_numbered_by_the_line_they_start_on(con, tmp_path):

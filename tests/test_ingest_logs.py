@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.errors import RecallwatchError
 from pipeline.ingest import ingest_gold, ingest_logs
-from pipeline.ingest.files import RAW_LIMIT
+from pipeline.ingest.files import BARE_CR, RAW_LIMIT
 from pipeline.score import score
 from pipeline.warehouse import connect
 from tests.conftest import golden, request, snapshot, write_jsonl
@@ -61,6 +61,8 @@ def bad_jsonl_corpus() -> list:
         # the quality gate's k >= 1: a logged k of 0 serves nothing, never a scored 0
         (request("zero-k", ["a"], k=0), "k must be an integer of at least 1, got 0"),
         (request("whole-k", ["a"], k=4.5), "k must be an integer of at least 1, got 4.5"),
+        # an integer of any size is an ID (its digits); a number written as a float is not
+        (request("float-id", [1e30]), "retrieved item 1 has a chunk_id that is not a string"),
     ]
 
 
@@ -452,6 +454,40 @@ def test_whole_floats_load_as_integers_in_json_lines_as_in_parquet(con, tmp_path
     summary = ingest_logs(con, [str(tmp_path / "logs.jsonl"), str(tmp_path / "logs.parquet")])
     assert [(f.loaded, f.quarantined) for f in summary.files] == [(1, 0), (1, 0)]
     assert con.sql("SELECT k, index_size, turn FROM requests").fetchall() == [(4, 182340, 2)]
+
+
+BIG = 123456789012345678901234   # an integer beyond 64 bits
+
+
+@pytest.mark.parametrize("way", ["json reader", "line by line"])
+def test_an_integer_id_beyond_64_bits_is_its_digits_as_in_the_gold_set(con, tmp_path, way):
+    # the gold set read it as its digits while a log quarantined it as "not a string": the
+    # request of such a chunk could never be scored
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", [BIG, 7])])
+    steps = request("r-2", [], retrieval_steps=[[{"chunk_id": BIG}], [{"chunk_id": 7}]])
+    del steps["retrieved"]
+    records = [request(BIG, [BIG, 7, "x"], session_id=-BIG), steps]
+    if way == "line by line":
+        records.insert(1, "")   # a blank line: the reader cannot number the lines
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    summary = ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    assert (summary.loaded, summary.quarantined) == (2, 0)
+    assert con.sql("SELECT request_id, session_id FROM requests ORDER BY 1").fetchall() == [
+        (str(BIG), str(-BIG)), ("r-2", None)]
+    score(con)
+    assert con.sql("SELECT request_id, recall FROM request_scores ORDER BY 1").fetchall() == [
+        (str(BIG), 1.0), ("r-2", 1.0)]
+
+
+def test_records_ended_by_a_carriage_return_alone_are_one_line_that_says_so(con, tmp_path):
+    # read as one line of invalid JSON, with nothing to tell why
+    lines = [json.dumps(request(f"r-{i}", ["a"])) for i in range(3)]
+    (tmp_path / "logs.jsonl").write_text(f"{lines[0]}\r{lines[1]}\r\n{lines[2]}\n",
+                                         newline="")
+    summary = ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    assert (summary.read, summary.loaded, summary.quarantined) == (2, 1, 1)
+    assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [(1, BARE_CR)]
 
 
 def test_a_duplicate_tag_key_is_quarantined_not_a_silent_loss_of_every_tag(con, tmp_path):

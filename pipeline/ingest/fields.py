@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from pipeline.ingest.files import BARE_CR
 from pipeline.warehouse import quote_identifier
 
 
@@ -147,7 +148,7 @@ def jsonl_parameters() -> dict[str, object]:
             "item_leaves": json.dumps({"retrieved": [leaves]}),
             "item_allowed": [[*f.kind.json_types, "NULL"] for f in ITEM_FIELDS],
             "leaf_items": [(f.name, f.kind) for f in ITEM_FIELDS] == LEAF_ITEM_FIELDS,
-            "missing_list": MISSING_LIST, "both_lists": BOTH_LISTS,
+            "missing_list": MISSING_LIST, "both_lists": BOTH_LISTS, "bare_cr": BARE_CR,
             "steps_not_lists": STEPS_NOT_LISTS}
 
 

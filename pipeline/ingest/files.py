@@ -28,6 +28,18 @@ csv.field_size_limit(max(csv.field_size_limit(), DEFAULT_MAX_RECORD_BYTES))
 # The most of a bad record that quarantine keeps: enough to see what went wrong, bounded so a
 # huge line cannot bloat the warehouse. SQL files receive it as $raw_limit.
 RAW_LIMIT = 65536
+# Why a JSON Lines line is not a record: it does not parse, and a carriage return within it (a
+# file whose records end in \r alone is one line) says why. SQL files receive it as $bare_cr.
+INVALID_JSON = "invalid JSON"
+BARE_CR = (r"invalid JSON: the line holds a carriage return (\r) before its end, as when "
+           r"records end in \r alone; JSON Lines records end in \n (or \r\n)")
+
+
+def invalid_json_reason(text: str) -> str:
+    """The reason of a line of JSON Lines that does not parse."""
+    return BARE_CR if "\r" in text.rstrip("\r") else INVALID_JSON
+
+
 # .json: OTLP JSON trace exports (pipeline/formats/openinference.py)
 # .json: OpenInference/OTLP trace files; .csv: RAGAS datasets (pipeline/formats)
 LOG_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz", ".json", ".parquet", ".csv")

@@ -25,6 +25,7 @@ from pipeline.ingest.files import (
     FileResult,
     csv_field_count_reason,
     file_hash,
+    invalid_json_reason,
     previous_ingest,
     quarantine_rows,
     read_json_lines,
@@ -166,7 +167,7 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
             try:
                 record = json.loads(text, object_pairs_hook=first_wins)
             except ValueError:
-                yield number, None, "invalid JSON", text
+                yield number, None, invalid_json_reason(text), text
                 continue
             if not isinstance(record, dict):
                 yield number, None, "record is not a JSON object", text

@@ -16,6 +16,7 @@ import pyarrow as pa
 from pipeline.errors import RecallwatchError
 from pipeline.ingest.fields import BoundValues
 from pipeline.ingest.files import (
+    BARE_CR,
     DEFAULT_MAX_RECORD_BYTES,
     RAW_LIMIT,
     TABLE_SUFFIXES,
@@ -133,10 +134,12 @@ def _stage_manifest_lines(con, file: Path, version: str) -> list[tuple[int, str,
         CREATE OR REPLACE TEMP TABLE stage_index_lines AS
         SELECT line, text AS line_text, CASE WHEN json_valid(text) AND json_type(text) = 'OBJECT'
                                 THEN text::JSON END AS record,
-               CASE WHEN NOT json_valid(text) THEN 'invalid JSON'
+               CASE WHEN NOT json_valid(text) AND contains(rtrim(text, chr(13)), chr(13))
+                        THEN $bare_cr
+                    WHEN NOT json_valid(text) THEN 'invalid JSON'
                     WHEN json_type(text) <> 'OBJECT' THEN 'record is not a JSON object'
                END AS line_error
-        FROM stage_lines""")
+        FROM stage_lines""", {"bare_cr": BARE_CR})
     con.execute("DROP TABLE stage_lines")
     present = con.execute(
         "SELECT " + ", ".join(
@@ -232,8 +235,8 @@ def _load_staged(con, file: Path, version: str, digest: str,
 def _manifest_value(column: str, sql_type: str | None,
                     bind: BoundValues) -> tuple[str, str | None]:
     """(the column as text, a CASE branch giving its reason when a value is not text) by the
-    type DuckDB read it as. IDs may be whole numbers (7 and "7" are one ID); a list, an
-    object, a float or a bool is no ID, and JSON text is taken without its quotes."""
+    type DuckDB read it as. IDs may be whole numbers, of any size (7 and "7" are one ID); a
+    list, an object, a float or a bool is no ID, and JSON text is taken without its quotes."""
     q = quote_identifier(column)
     if sql_type is None:
         return f"NULL::VARCHAR AS {q}", None
@@ -241,7 +244,10 @@ def _manifest_value(column: str, sql_type: str | None,
     if sql_type == "JSON":
         allowed = bind(["VARCHAR", "BIGINT", "UBIGINT", "NULL"] if column == "chunk_id"
                        else ["VARCHAR", "NULL"])
-        bad = f"NOT list_contains({allowed}, json_type({q}))"
+        # an integer beyond 64 bits is read as a double with its text kept: its digits
+        typed = (f"CASE WHEN json_type({q}) = 'DOUBLE' AND regexp_full_match({q}::VARCHAR, "
+                 f"'-?[0-9]+') THEN 'BIGINT' ELSE json_type({q}) END")
+        bad = f"NOT list_contains({allowed}, {typed})"
         return (f"CASE WHEN NOT ({bad}) THEN json_extract_string({q}, '$') END AS {q}",
                 f"WHEN {bad} THEN {bind(reason)}")
     # a decimal(p, 0), as Spark and database exports write a whole number, casts without a point
