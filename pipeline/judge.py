@@ -537,10 +537,10 @@ _NOT_A_COMPLETION = (ValueError, _NotACompletion)
 
 
 def _reply(response, estimate: int) -> tuple[str | None, int]:
-    """(content, tokens used) of a completion; content None when the reply was cut off or
-    holds no message (a content filter stopped it). A server that does not say what it used,
-    or says it in no count of tokens, is taken to have used the estimate. A body of another
-    shape (a choice that is no object, content that is no text) is no completion."""
+    """(content, tokens used) of a completion; content None when the reply was cut off. A
+    server that does not say what it used, or says it in no count of tokens, is taken to have
+    used the estimate. A body of another shape (a choice that is no object, a choice without
+    a message as a content filter leaves it, content that is no text) is no completion."""
     choices = getattr(response, "choices", None)
     if not isinstance(choices, list) or not hasattr(response, "usage"):
         raise _NotACompletion(type(response).__name__)
@@ -552,7 +552,10 @@ def _reply(response, estimate: int) -> tuple[str | None, int]:
     choice = choices[0]
     if not hasattr(choice, "finish_reason") or not hasattr(choice, "message"):
         raise _NotACompletion(f"a choice of type {type(choice).__name__}")
-    if choice.finish_reason == "length" or choice.message is None:
+    if choice.message is None:
+        raise _NotACompletion(f"a choice without a message (finish_reason "
+                              f"{choice.finish_reason!r})")
+    if choice.finish_reason == "length":
         return None, used
     content = getattr(choice.message, "content", None)
     if content is not None and not isinstance(content, str):

@@ -141,6 +141,15 @@ def test_a_200_that_is_no_chat_completion_is_retried_then_failed_never_a_crash(b
         assert "not a chat completion" in verdict.error
 
 
+@pytest.mark.parametrize("body", ["no message", "null message"])
+def test_a_content_filters_choice_is_retried_with_backoff_not_asked_again_once(body):
+    # a choice without a message was taken as a reply cut off: asked again once, so two in a
+    # row failed the request although retries were left
+    with JudgeServer(reply=script(Fault(body), Fault(body))) as server:
+        verdict = judge_claims(config(server, max_retries=4), CLAIMS, CONTEXTS)
+    assert verdict.status == "ok" and verdict.covered == 3 and server.calls == 3
+
+
 def test_malformed_json_twice_fails():
     with JudgeServer(reply=script(Fault("malformed"), Fault("malformed"))) as server:
         verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
