@@ -275,6 +275,24 @@ def test_empty_retrieval_is_a_real_zero_and_no_reference_is_no_evidence(con, tmp
                          "r-none": ("no_evidence", None, None, None)}
 
 
+def test_claims_imported_for_a_golden_without_claims_or_reference_are_scored(
+        con, tmp_path, use_judge):
+    # the import was taken and exported as the golden's claims, yet its requests stayed
+    # no_evidence: the match read only the gold file's claims and reference
+    load(con, tmp_path, [{"gold_id": "g-2", "question": "q2?", "gold_chunk_ids": ["c"]}],
+         [request("r-1", CHUNKS, gold_id="g-2")])
+    with JudgeServer() as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+        assert rows(con) == {"r-1": ("no_evidence", None, None, None)}
+        path = tmp_path / "claims.jsonl"
+        path.write_text(json.dumps({"gold_id": "g-2", "claims": CLAIMS}) + "\n")
+        assert import_claims(con, path, "v1") == 1
+        score(con, routes=("claims",))
+    assert server.calls == 1 and server.log[0]["claims"] == CLAIMS
+    assert rows(con) == {"r-1": ("scored", 4, 3, 0.75)}
+
+
 @pytest.mark.parametrize("blank", ["   ", "\n\t\n", "\u00a0\r\n"])
 def test_a_blank_reference_is_no_evidence_and_costs_no_call(con, tmp_path, use_judge, blank):
     # blank as a claim is blank: any whitespace, not only spaces (DuckDB's trim)
