@@ -398,6 +398,13 @@ def cmd_rebuild(args) -> None:
         print(f"no request of index {printable(result['index_version'])} is loaded from "
               f"{result['live_from']} on: the requests loaded of it were served {first}..{last}"
               " (is --live-from right?)")
+    if result["replaced"]:
+        first, last = result["replaced"]["served"]
+        print(f"index {printable(result['index_version'])} was loaded before from "
+              f"{printable(result['replaced']['source'])} and served requests {first}..{last}, "
+              f"before --live-from {result['live_from']}: that manifest is replaced, so gold "
+              "chunks cannot be carried from it (log each rebuilt index under a version of "
+              "its own)")
     if not result["gold_loaded"]:
         print("no gold set is loaded yet: the rebuild is recorded, and its gold chunks are "
               "carried when one is (`recallwatch ingest gold PATH --version V`)")

@@ -74,6 +74,9 @@ class RebuildResult:
     # lies in the future: a mistyped --live-from shows here
     served_before: tuple[datetime, datetime] | None = None
     in_future: bool = False
+    # the manifest this load replaced, when index_version had another one and served requests
+    # before live_from (a label reused for every index): (its source, first and last day)
+    replaced: tuple[str, datetime, datetime] | None = None
 
     def as_dict(self) -> dict:
         """Plain values (ISO dates, lists, dicts) for JSON and the CLI."""
@@ -101,6 +104,9 @@ class RebuildResult:
             "served_before": (None if self.served_before is None
                               else [day.date().isoformat() for day in self.served_before]),
             "in_future": self.in_future,
+            "replaced": (None if self.replaced is None else
+                         {"source": self.replaced[0],
+                          "served": [day.date().isoformat() for day in self.replaced[1:]]}),
         }
 
 
@@ -115,6 +121,8 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
     if live_from is None:
         raise RecallwatchError("--live-from must say when the rebuilt index went live "
                                "(e.g. 2026-11-08 or 2026-11-08T06:00).")
+    before = con.execute("SELECT source FROM ingest_files WHERE kind = 'index' "
+                         "AND version = $v", {"v": index_version}).fetchall()
     loaded = ingest_index(con, manifest, index_version)
     given = live_from
     with transaction(con):   # recorded first: a gold set loaded later is carried to it
@@ -141,13 +149,19 @@ def rebuild(con, index_version: str, manifest: str, live_from: datetime | None, 
         named_queries["serving_from"], {"live_from": live_from}).fetchall())
     later = con.execute("SELECT 1 FROM requests WHERE timestamp >= $t LIMIT 1",
                         {"t": live_from}).fetchall()
-    before = (first, last) if last is not None and last < live_from and later else None
+    served_before = (first, last) if last is not None and last < live_from and later else None
     in_future = now is not None and live_from > now
+    replaced = None
+    if before and not loaded.skipped:
+        ((earliest, latest),) = con.execute(
+            "SELECT min(timestamp), max(timestamp) FROM requests WHERE index_version = $v "
+            "AND timestamp < $t", {"v": index_version, "t": live_from}).fetchall()
+        replaced = (before[0][0], earliest, latest) if earliest is not None else None
     return RebuildResult(
         index_version=index_version, live_from=live_from, manifest=loaded,
         carried={how: sum(counts[how] for counts in by_gold.values()) for how in CARRY_HOWS},
-        carried_by_gold=by_gold, serving_instead=instead, served_before=before,
-        in_future=in_future,
+        carried_by_gold=by_gold, serving_instead=instead, served_before=served_before,
+        in_future=in_future, replaced=replaced,
         not_carried=tuple(NotCarried(*row) for row in lost),
         days_rescored=tuple(rescored), days_aggregated=tuple(aggregated),
         gold_loaded=gold_loaded, live_again=given if given != live_from else None,

@@ -568,6 +568,37 @@ def test_cli_rebuild_names_the_days_a_version_served_when_none_is_from_live_from
     assert "no request of index" not in out   # nothing is loaded from then on
 
 
+def test_cli_rebuild_says_when_it_replaces_the_manifest_a_reused_version_served_with(
+        run_cli, tmp_path, warehouse):
+    # one label ("prod") for every index: the rebuild replaced the manifest prod served with
+    # before --live-from without a word, and no gold chunk could be carried from it
+    write_jsonl(tmp_path / "gold.jsonl", GOLD[:1])
+    write_jsonl(tmp_path / "old.jsonl", OLD_INDEX)
+    write_jsonl(tmp_path / "new.jsonl", NEW_INDEX)
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r-{d}", ["c-1", "c-2"] if d < 8 else ["n-1", "c-2"], ts=day(d),
+                index_version="prod") for d in range(6, 10)])
+    with connect(warehouse) as con:
+        ingest_index(con, str(tmp_path / "old.jsonl"), "prod")
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1")
+    code, out, err = run_cli("rebuild", tmp_path / "new.jsonl", "--version", "prod",
+                             "--live-from", "2026-11-08")
+    assert (code, err) == (0, "")
+    assert (f"index prod was loaded before from {tmp_path / 'old.jsonl'} and served requests "
+            "2026-11-06..2026-11-07, before --live-from 2026-11-08T00:00:00: that manifest is "
+            "replaced, so gold chunks cannot be carried from it") in out, out
+    # the same manifest again, or a version first loaded by the rebuild: nothing to say
+    code, out, err = run_cli("rebuild", tmp_path / "new.jsonl", "--version", "prod",
+                             "--live-from", "2026-11-08")
+    assert code == 0 and "was loaded before" not in out, out
+    cli_world(tmp_path / "other", tmp_path / "other.duckdb", GOLD)
+    code, out, err = run_cli("--warehouse", tmp_path / "other.duckdb", "rebuild",
+                             tmp_path / "other" / "idx-2.jsonl", "--version", "idx-2",
+                             "--live-from", "2026-11-08")
+    assert code == 0 and "was loaded before" not in out, out
+
+
 def test_cli_rebuild_writes_control_characters_of_ids_and_versions_as_codes(
         run_cli, tmp_path, warehouse):
     # a gold chunk ID, golden, gold set, version or manifest name holding ESC[2J would clear
