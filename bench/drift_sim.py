@@ -90,6 +90,9 @@ def windows_table(series: list[tuple[str, str, dict]]) -> pa.Table:
         for name, values in sums.items():
             columns[name] += values.tolist()
     columns["n"] = [int(v) for v in columns["n"]]
+    # the requests each version served (one version here), as window_sums keeps them
+    columns["version_counts"] = pa.array([[("v1", n)] for n in columns["n"]],
+                                         pa.map_(pa.string(), pa.int64()))
     columns["n_clusters"] = [int(v) for v in columns["n_clusters"]]
     columns["max_size"] = [int(v) for v in columns["max_size"]]
     columns["any_session"] = [bool(v) for v in columns["any_session"]]
