@@ -394,13 +394,41 @@ def test_rows_without_a_timestamp_are_quarantined_by_an_interval_read_too(pg, ur
         from pipeline.quality import validate_files
         report = validate_files([uri], **interval, options=options(table, **interval))
         assert report.checks[0].detail == "2 files, 2 records", report.checks[0]
-        # unchanged, it is skipped as a day is; a table with no such row reads no null day
+        # unchanged, it is skipped as a day is
         again = ingest_logs(con, [uri], options=options(table, **interval))
         assert [f.skipped for f in again.files] == [True, True, True]
-        pg(f"DELETE FROM {table} WHERE id = 3")
+        # the row fixed: its quarantine stayed for good, as no read listed the null day again;
+        # it is read again, now empty, and what it quarantined goes
+        pg(f"UPDATE {table} SET \"timestamp\" = '2026-11-02 11:00+00' WHERE id = 3")
         after = ingest_logs(con, [uri], options=options(table, **interval))
-        assert [f.source.rsplit("?", 1)[1] for f in after.files] == [
+        assert [(f.source.rsplit("?", 1)[1], f.read, f.skipped) for f in after.files] == [
+            ("day=2026-11-01", 1, True), ("day=2026-11-02", 2, False), ("day=null", 0, False)]
+        assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
+        assert con.sql("SELECT request_id FROM requests ORDER BY 1").fetchall() == [
+            ("a",), ("b",), ("c",)]
+        # a table with no such row, and none loaded, reads no null day
+        pg(f"DELETE FROM {table} WHERE id = 3")
+        with connect(tmp_path / "other.duckdb") as fresh:
+            clean = ingest_logs(fresh, [uri], options=options(table, **interval))
+        assert [f.source.rsplit("?", 1)[1] for f in clean.files] == [
             "day=2026-11-01", "day=2026-11-02"]
+
+
+@pytest.mark.parametrize("bound", ["start", "end"])
+def test_rows_without_a_timestamp_are_quarantined_by_a_read_with_one_bound(
+        pg, uri, tmp_path, bound):
+    # with only --start or only --end they were read by no delivery: not loaded, not
+    # quarantined, not counted
+    table = f"undated_{secrets.token_hex(3)}"
+    pg(LOG_TABLE.format(name=table))
+    pg(f"INSERT INTO {table} (id, request_id, \"timestamp\", query, index_version, retrieved) "
+       "VALUES (1, 'a', '2026-11-01 10:00+00', 'q', 'i', '[]'), (2, 'b', NULL, 'q', 'i', '[]'), "
+       "(3, 'c', 'infinity', 'q', 'i', '[]')")
+    given = {"start": datetime(2026, 11, 1)} if bound == "start" else {"end": datetime(2026, 11, 3)}
+    with connect(tmp_path / "wh.duckdb") as con:
+        summary = ingest_logs(con, [uri], options=options(table, **given))
+        assert [(f.source.rsplit("?", 1)[1], f.read, f.quarantined) for f in summary.files] == [
+            ("day=2026-11-01", 1, 0), ("day=null", 2, 2)]
 
 
 @pytest.fixture

@@ -70,6 +70,12 @@ def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RE
     (pipeline/formats), one delivery per transaction."""
     options = options or ReadOptions()
     found = deliveries(paths, LOG_SUFFIXES, options)
+    if any(scheme(p) in ("postgresql", "postgres") for p in paths):
+        from pipeline.sources.postgres import NULL_DAY, with_undated_loaded
+
+        found = with_undated_loaded(found, {row[0] for row in con.execute(
+            "SELECT source FROM ingest_files WHERE kind = 'logs' AND ends_with(source, $tail)",
+            {"tail": f"?day={NULL_DAY}"}).fetchall()})
     by_source = {d.source: d for d in found}
     results: dict[str, FileResult] = {}
     queue, read_again, outside = [d.source for d in found], set(), set()

@@ -387,26 +387,38 @@ def _queries(relation: str, types: dict[str, str], columns: dict[str, str],
 def _days(cur, table: TableRead, options: ReadOptions) -> list[date | None]:
     """The UTC days to read: those the interval touches, whole; without a bound, the days
     present in the table on that side. The rows without a timestamp (None) are in no day:
-    read whatever the interval, when there are any, so that they are quarantined."""
+    read whatever the interval, when there are any, so that they are quarantined (and, when
+    there are none now, by with_undated_loaded if the warehouse holds some)."""
     start = _utc_day(options.start)
     end = _utc_day(options.end, ceil=True)
     try:
+        if not start and not end:
+            cur.execute(table.all_days_sql)
+            present = [row[0] for row in cur.fetchall()]
+            days = sorted(d for d in present if d is not None)
+            return days + [None] if None in present else days
         if start and end:
-            cur.execute(table.undated_sql)
-            undated = bool(cur.fetchall()[0][0])
-            return [start + timedelta(days=i) for i in range((end - start).days)] + (
-                [None] if undated else [])
-        if start or end:   # one bound: the days present on its side
+            days = [start + timedelta(days=i) for i in range((end - start).days)]
+        else:   # one bound: the days present on its side
             table.bind(cur, (start or date(1, 1, 1)).isoformat(),
                        (end or date(9999, 12, 31)).isoformat())
             cur.execute(table.days_sql)
-        else:
-            cur.execute(table.all_days_sql)
-        present = [row[0] for row in cur.fetchall()]
+            days = sorted(row[0] for row in cur.fetchall())
+        cur.execute(table.undated_sql)
+        undated = bool(cur.fetchall()[0][0])
     except Exception as exc:  # the driver's errors: adbc_driver_manager.Error and kin
         raise table.failure(exc, "list its days") from None
-    days = sorted(d for d in present if d is not None)
-    return days + [None] if None in present else days
+    return days + [None] if undated else days
+
+
+def with_undated_loaded(found: list, loaded: set[str]) -> list:
+    """`found` with the rows of no day of each table whose deliveries it holds added where the
+    warehouse holds them (`loaded`: sources loaded before) but the table has none now (fixed
+    or deleted since): read again, empty, so that what they quarantined goes."""
+    tables = {d.table.name: d.table for d in found if isinstance(d, TableDay)}
+    listed = {d.source for d in found}
+    extra = [TableDay(table, None) for table in tables.values()]
+    return found + [d for d in extra if d.source in loaded and d.source not in listed]
 
 
 def _utc_day(when: datetime | None, *, ceil: bool = False) -> date | None:
