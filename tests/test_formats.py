@@ -476,6 +476,28 @@ def test_ragas_csv_gold_set_reads_lists_as_pandas_writes_them(con, tmp_path):
     assert ["7", "k9", "k2", "k3"] in [g[3] for g in by_version["csv"]]
 
 
+def test_a_ragas_csv_of_a_parquet_dataset_reads_its_array_cells_as_lists(con, tmp_path):
+    # pandas reads a Parquet (or Hugging Face) dataset's lists as numpy arrays and writes them
+    # to CSV without commas, ['c1' 'c2']: read as Python text, the items ran together into
+    # one ID ('c1c2'), no quarantine, recall 0 for 1
+    rows = ragas_dataset()
+    for row in rows:
+        row["retrieved_context_ids"] = [str(i) for i in row["retrieved_context_ids"]]
+    pd.DataFrame(rows).to_parquet(tmp_path / "eval.parquet")
+    pd.read_parquet(tmp_path / "eval.parquet").to_csv(tmp_path / "eval.csv", index=False)
+    assert "['7' 'k9' 'k2' 'k3']" in (tmp_path / "eval.csv").read_text()
+    ingest_gold(con, str(tmp_path / "eval.parquet"), "parquet")
+    ingest_gold(con, str(tmp_path / "eval.csv"), "csv")
+    by_version = {v: sorted(con.sql(
+        "SELECT gold_id, gold_chunk_ids, gold_passages FROM goldens WHERE gold_version = $v",
+        params={"v": v}).fetchall()) for v in ("parquet", "csv")}
+    assert by_version["csv"] == by_version["parquet"]
+    logs = ingest_logs(con, [str(tmp_path / "eval.csv")])
+    assert (logs.loaded, logs.quarantined) == (5, 0)
+    assert con.sql("SELECT max(len(retrieved)) FROM requests").fetchall() == [
+        (max(len(s["retrieved_context_ids"]) for s in SAMPLES),)]
+
+
 def test_a_ragas_csv_with_a_context_over_128_kib_loads_as_gold_and_as_logs(con, tmp_path):
     # Python's csv module refuses a field over 128 KiB unless told otherwise
     rows = ragas_dataset(SAMPLES[:2])

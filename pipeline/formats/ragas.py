@@ -23,14 +23,16 @@ an index version, which RAGAS has no column for: the file must have `timestamp` 
 and a file without them is refused, naming them. `session_id`, `index_size`, `k`, `turn` and
 `tags` are read from columns of those names when present, and judged as a native record's
 fields are (an ID written as a float is quarantined, never passed over). List columns may
-be lists, JSON text, or Python list text (as pandas writes a list to CSV). Multi-turn samples
-(user_input a list of messages) are quarantined."""
+be lists, JSON text, or Python list text (as pandas writes a list or a numpy array to CSV).
+Multi-turn samples (user_input a list of messages) are quarantined."""
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import json
+import tokenize
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -249,12 +251,33 @@ def _list(value, *, ids: bool = False):
             value = json.loads(text)
         except ValueError:
             try:
-                value = ast.literal_eval(text)    # pandas writes a list to CSV as its repr
+                value = _python_list(text)    # pandas writes a list to CSV as its repr
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 return _BAD
     if not isinstance(value, list | tuple):
         return _BAD
     return [text_id(item) for item in value] if ids else list(value)
+
+
+def _python_list(text: str):
+    """Python text of a list as pandas writes it to CSV: a list's repr (['a', 'b']), or a
+    numpy array's, as a dataset read from Parquet or Hugging Face holds its lists: ['a' 'b'],
+    items apart by spaces or line breaks, no commas, which ast.literal_eval would run
+    together into one string ('ab')."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                  if t.type not in _LAYOUT]
+    except (tokenize.TokenError, SyntaxError):
+        tokens = []
+    items = tokens[1:-1]
+    if (len(tokens) >= 2 and (tokens[0].string, tokens[-1].string) == ("[", "]") and items
+            and all(t.type in (tokenize.STRING, tokenize.NUMBER) for t in items)):
+        return [ast.literal_eval(t.string) for t in items]
+    return ast.literal_eval(text)
+
+
+_LAYOUT = (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+           tokenize.ENDMARKER, tokenize.COMMENT)
 
 
 def _instant(value) -> str | None:
