@@ -379,6 +379,46 @@ def test_columns_reads_index_version_from_another_attribute(con, tmp_path):
         ("acme", {"index_version": "idx-1", "beta": "true"})]
 
 
+def test_metadata_ids_of_another_type_are_quarantined_as_in_a_native_record(con, tmp_path):
+    # a float, bool or list in the metadata became made-up IDs ("7.0", "true", "[7]"): the
+    # request joined no golden, or was loaded under an index version "2.0"
+    start = 1793527200_000_000_000   # 2026-11-01T10:00:00Z
+
+    def attribute(key, value):
+        return {"key": key, "value": {"stringValue": value}}
+
+    def trace(n: int, metadata: dict) -> dict:
+        tid, root, leaf = f"{n:032x}", f"{n:015x}1", f"{n:015x}2"
+        return {"resourceSpans": [{"scopeSpans": [{"spans": [
+            {"traceId": tid, "spanId": root, "name": "chain", "startTimeUnixNano": str(start),
+             "attributes": [attribute("openinference.span.kind", "CHAIN"),
+                            attribute("input.value", "what is the minimum balance?"),
+                            attribute("metadata", json.dumps(metadata))]},
+            {"traceId": tid, "spanId": leaf, "parentSpanId": root, "name": "retriever",
+             "startTimeUnixNano": str(start + 1000),
+             "attributes": [attribute("openinference.span.kind", "RETRIEVER"),
+                            attribute("retrieval.documents.0.document.id", "c1")]}]}]}]}
+
+    metadata = [{"index_version": "idx-1", "gold_id": 7.0},
+                {"index_version": "idx-1", "gold_id": True},
+                {"index_version": "idx-1", "gold_id": [7]},
+                {"index_version": 2.0, "gold_id": "7"},
+                {"index_version": "idx-1", "gold_id": 7}]
+    write_jsonl(tmp_path / "traces.jsonl", [trace(n, m) for n, m in enumerate(metadata, 1)])
+    write_jsonl(tmp_path / "native.jsonl", [
+        {"request_id": f"n{n}", "timestamp": "2026-11-01T10:00:00Z", "query": "q", **m,
+         "retrieved": [{"chunk_id": "c1"}]} for n, m in enumerate(metadata, 1)])
+    summary = ingest_logs(con, [str(tmp_path / "traces.jsonl"), str(tmp_path / "native.jsonl")])
+    assert [(f.loaded, f.quarantined) for f in summary.files] == [(1, 4), (1, 4)]
+    reasons = con.sql("SELECT source LIKE '%traces%', line, reason FROM quarantine "
+                      "ORDER BY ALL").fetchall()
+    why = ["gold_id is not a string"] * 3 + ["index_version is not a string"]
+    assert [r[2] for r in reasons if r[0]] == [r[2] for r in reasons if not r[0]] == why
+    # a trace is quarantined at its root span's place among the file's spans
+    assert [r[1] for r in reasons if r[0]] == [1, 3, 5, 7]
+    assert con.sql("SELECT DISTINCT gold_id FROM requests").fetchall() == [("7",)]
+
+
 def read_options(**given):
     from pipeline.sources import read_options as options
 

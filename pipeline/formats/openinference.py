@@ -178,15 +178,19 @@ def _request(trace_id: str, trace: list[Span], sources: dict[str, str]) -> dict:
     def first(name: str):
         return next((v for s in looked_at if (v := s.attribute(name)) is not None), None)
 
+    ids = {"gold_id": first(sources["gold_id"]),
+           "index_version": first(sources["index_version"]),
+           "session_id": next((v for s in [root, *by_start]
+                               if (v := s.attribute(sources["session_id"])) is not None), None)}
+    # an ID is text or an integer, as in a native record: another value (7.0, true, [7]) is
+    # quarantined with the reason a native record gets, never stored as made-up text
+    wrong = [name for name, value in ids.items() if value is not None
+             and (isinstance(value, bool) or not isinstance(value, str | int))]
     row = {LINE_COLUMN: root.number, "request_id": trace_id,
            "timestamp": (root.logged_start if root.logged_start is not None
                          else _iso(root.start) if root.start else None),
            "query": _query(first(sources["query"])),
-           "gold_id": _text(first(sources["gold_id"])),
-           "index_version": _text(first(sources["index_version"])),
-           "session_id": _text(next((v for s in [root, *by_start]
-                                     if (v := s.attribute(sources["session_id"])) is not None),
-                                    None)),
+           **{name: None if name in wrong else _text(value) for name, value in ids.items()},
            "tags": _tags(looked_at, sources),
            "response": _text(root.attribute(SpanAttributes.OUTPUT_VALUE)) or _text(next(
                (s.attribute(SpanAttributes.OUTPUT_VALUE) for s in reversed(by_start)
@@ -196,7 +200,9 @@ def _request(trace_id: str, trace: list[Span], sources: dict[str, str]) -> dict:
         row[name] = _number(first(sources[name]))
     steps = [[_item(doc, rank) for rank, doc in enumerate(s.documents, start=1)]
              for s in retrievers]
-    if not steps:
+    if wrong:
+        row["problem"] = f"{wrong[0]} is not a string"
+    elif not steps:
         row["problem"] = "trace has no RETRIEVER span: nothing was retrieved to score"
     elif len(steps) == 1:
         row["retrieved"] = steps[0]
