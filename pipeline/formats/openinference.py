@@ -312,7 +312,7 @@ def _logged_start(value) -> str | None:
 def _instant(value) -> datetime | None:
     """A span's start as a UTC datetime: a timestamp value (naive means UTC), ISO-8601 text,
     or a number since the epoch, its unit told by its size (pandas writes milliseconds to
-    JSON, OTLP nanoseconds)."""
+    JSON, OTLP nanoseconds); 0, OTLP's unset start, is none."""
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -327,7 +327,9 @@ def _instant(value) -> datetime | None:
             except ValueError:
                 return None
             return _instant(parsed)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+    # 0 is OTLP's unset start, not 1970-01-01
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value \
+            or value == 0:
         return None
     try:   # NaN is no time, and a number beyond year 9999 none Python holds: no start
         for scale in (1e9, 1e6, 1e3):
