@@ -3,9 +3,9 @@ they are read the way ingest reads them (pipeline.ingest.logs stages each file o
 DuckDB connection, never the warehouse), turned into one row per record (sql/quality_records.sql)
 and validated with Great Expectations as a pandas DataFrame. Blocking checks (files readable,
 records parse, request_id present and unique, timestamps readable and inside the interval,
-ranks >= 1, index_version present, k >= 1 where logged) stop the interval: `gate` raises
-QualityGateFailed with one line naming each failed check, its count and an example, and the
-caller loads nothing.
+ranks >= 1, index_version present, a retrieved list present, k >= 1 where logged) stop the
+interval: `gate` raises QualityGateFailed with one line naming each failed check, its count
+and an example, and the caller loads nothing.
 Warnings (empty retrievals, retrieved-list length, golden join keys; after loading, the share
 matched to a golden and the share quarantined, `check_loaded`) never block. Every check is a
 row of `quality_checks`, replaced per interval and stage by `record`, so checking twice changes
@@ -438,6 +438,12 @@ RULES = (
           lambda E, parsed, start, end: E.ExpectColumnValuesToNotBeNull(
               column="index_version", row_condition=parsed, mostly=TOLERATED),
           _missing("an index_version")),
+    # a list of chunks (retrieved, or retrieval_steps), as ingest requires: one logged as text
+    # (a database column of JSON kept as text) would have every record quarantined
+    _Rule("retrieved present", True,
+          lambda E, parsed, start, end: E.ExpectColumnValuesToNotBeNull(
+              column="n_retrieved", row_condition=parsed, mostly=TOLERATED),
+          _missing("a retrieved list")),
     _Rule("k >= 1", True,
           lambda E, parsed, start, end: E.ExpectColumnValuesToBeBetween(
               column="k", min_value=1, mostly=TOLERATED),

@@ -25,7 +25,7 @@ DAY1, DAY2 = datetime(2026, 11, 1), datetime(2026, 11, 2)
 PUBLISHED = ("request_scores", "window_metrics", "drift_events")
 BLOCKING = ("files readable", "records parse", "request_id present", "request_id unique",
             "timestamp readable", "timestamps in interval", "ranks >= 1", "index_version present",
-            "k >= 1")
+            "retrieved present", "k >= 1")
 
 
 def clean_day(directory: Path, day: str = "2026-11-01", n: int = 6) -> Path:
@@ -137,6 +137,26 @@ def test_k_zero_and_missing_fields_fail_while_k_absent_passes(tmp_path):
     assert checks["request_id present"]["example"] == f"{tmp_path.name}/p.jsonl line 4"
     assert not any(c["success"] for name, c in checks.items()
                    if name in ("k >= 1", "index_version present", "request_id present"))
+
+
+def test_records_whose_retrieved_list_ingest_would_refuse_fail_the_gate(tmp_path):
+    # a retrieved list logged as text (a database column of JSON kept as text) passed every
+    # blocking check, and ingest then quarantined every record ("retrieved is not a list")
+    as_text = [{**request(f"r-{i}", []), "retrieved": json.dumps([{"chunk_id": "a"}])}
+               for i in range(3)]
+    missing = request("r-9", ["a"])
+    del missing["retrieved"]
+    path = write_jsonl(tmp_path / "p.jsonl", [*as_text, missing, request("r-5", ["a"]),
+                                              request("r-6", [])])
+    assert gate_failure([path]).endswith(
+        ": retrieved present (4 missing, e.g. r-0)")
+    steps = request("r-7", [])
+    del steps["retrieved"]
+    steps["retrieval_steps"] = [[{"chunk_id": "a"}]]
+    fine = write_jsonl(tmp_path / "fine.jsonl", [request("r-5", ["a"]), request("r-6", []),
+                                                 steps])
+    assert by_name(quality.validate_files([str(fine)], DAY1, DAY2))[
+        "retrieved present"]["success"]
 
 
 def test_malformed_json_line_fails_records_parse_and_counts_only_there(tmp_path):
