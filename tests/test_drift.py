@@ -462,28 +462,32 @@ def test_a_drop_on_a_small_slice_resolves_once_recall_is_back_for_some_days(con,
     assert "episode resolved" in decision_text(row), decision_text(row)
 
 
+def hundred_a_day(con, tmp_path, days: list[date], serve) -> None:
+    """100 requests on each day against a golden of 10 chunks, the i-th finding 6 + i % 5 of
+    them, each with the fields serve(day, i) gives (its index version, tags), run."""
+    gold = [f"c{j}" for j in range(10)]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r{day}-{i}", gold[:6 + i % 5] + [f"x{j}" for j in range(4 - i % 5)],
+                ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z", **serve(day, i))
+        for day in days for i in range(100)])
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+
+
 def test_a_smoke_request_on_the_next_index_is_no_change_point_until_it_takes_over(con, tmp_path):
     # idx-1 serves 100 requests a day; on 11-04 one request is a smoke test of idx-2, which
     # goes live on 11-08 (a canary at a quarter of the traffic on 11-07). A window belongs to
     # the newest version serving at least a tenth of it: one change point, at the canary, not
     # one on the smoke test's day and another the day after
     days = [date(2026, 11, 1) + timedelta(days=n) for n in range(10)]
-    gold = [f"c{j}" for j in range(10)]
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
-    records = []
-    for day in days:
-        for i in range(100):
-            version = "idx-1"
-            if day >= date(2026, 11, 8) or (day == date(2026, 11, 7) and i < 25) or (
-                    day == date(2026, 11, 4) and i == 0):
-                version = "idx-2"
-            hit = 6 + i % 5
-            records.append(request(f"r{day}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
-                                   ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z",
-                                   index_version=version))
-    write_jsonl(tmp_path / "logs.jsonl", records)
-    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
-        gold_version="v1")
+
+    def serve(day: date, i: int) -> dict:
+        canary = day >= date(2026, 11, 8) or (day == date(2026, 11, 7) and i < 25) or (
+            day == date(2026, 11, 4) and i == 0)
+        return {"index_version": "idx-2" if canary else "idx-1"}
+
+    hundred_a_day(con, tmp_path, days, serve)
     rows = con.sql("SELECT window_start::DATE, index_version, change_point FROM drift_events "
                    "WHERE slice = 'all' AND k = 10 AND metric = 'mean_recall' "
                    "AND grain = 'day' ORDER BY 1").fetchall()
@@ -497,28 +501,19 @@ def test_a_smoke_request_on_the_next_index_is_no_change_point_until_it_takes_ove
     assert smoke == [("idx-2",)]
 
 
-@pytest.mark.slow
 def test_a_tag_slice_is_labelled_by_the_versions_serving_its_own_requests(con, tmp_path):
     # a canary by tenant: on 11-05 half of acme's requests (4 of the day's 100) go to idx-2,
     # from 11-06 all 8 of them; the other tenant stays on idx-1. acme's slice changes index on
     # 11-05 although idx-2 serves under a tenth of the whole window; slice 'all' never does
     days = [date(2026, 11, 1) + timedelta(days=n) for n in range(8)]
-    gold = [f"c{j}" for j in range(10)]
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
-    records = []
-    for day in days:
-        for i in range(100):
-            tenant = "acme" if i < 8 else "globex"
-            canary = tenant == "acme" and (day >= date(2026, 11, 6) or (
-                day == date(2026, 11, 5) and i < 4))
-            hit = 6 + i % 5
-            records.append(request(f"r{day}-{i}", gold[:hit] + [f"x{j}" for j in range(10 - hit)],
-                                   ts=f"{day}T{i // 60:02d}:{i % 60:02d}:00Z",
-                                   index_version="idx-2" if canary else "idx-1",
-                                   tags={"tenant": tenant}))
-    write_jsonl(tmp_path / "logs.jsonl", records)
-    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
-        gold_version="v1")
+
+    def serve(day: date, i: int) -> dict:
+        tenant = "acme" if i < 8 else "globex"
+        canary = tenant == "acme" and (day >= date(2026, 11, 6) or (
+            day == date(2026, 11, 5) and i < 4))
+        return {"index_version": "idx-2" if canary else "idx-1", "tags": {"tenant": tenant}}
+
+    hundred_a_day(con, tmp_path, days, serve)
 
     def labels(slice_):
         return con.execute(
