@@ -80,7 +80,7 @@ Z_POWER = float(sp.norm.ppf(POWER))
 GRID = np.round(np.linspace(-1.0, 1.0, 401), 6)   # differences the anytime interval resolves
 # the column prefix of window_sums for each metric
 SUMS_OF = {"mean_recall": "recall", "pass_rate": "pass", "full_coverage_rate": "full"}
-LABEL_SHARE = 0.1   # of a window's requests a version serves to label it (see _Labels)
+LABEL_SHARE = 0.1   # of a window's requests a version serves to label it (see _label)
 # order of a window's sums: n, sessions G, total, sum S_g^2, sum S_g n_g, sum n_g^2 (summed
 # when windows pool) and the largest session (the largest of them when windows pool)
 N, G, TOTAL, CSQ, CROSS, SIZE_SQ, MAX_SIZE = range(7)
@@ -242,7 +242,6 @@ def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
     judged in time order, all series of a window together. Each metric is its own series and
     its own false-discovery family, so leaving some out changes nothing in the others' rows."""
     cols = windows.to_pydict()
-    label = _Labels(first_seen)
     by_time: dict[datetime, list[int]] = {}
     by_series: dict[tuple, list[int]] = {}
     for i, start in enumerate(cols["window_start"]):
@@ -259,8 +258,9 @@ def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
             for metric in metrics:
                 key = (*_series_key(cols, i), metric)
                 if key not in series:
-                    series[key] = _new_series(key, config, cols, by_series[key[:4]], label)
-                items.append(_prepare(series[key], _window(cols, i, metric, label)))
+                    series[key] = _new_series(key, config, cols, by_series[key[:4]],
+                                              first_seen)
+                items.append(_prepare(series[key], _window(cols, i, metric, first_seen)))
         rows.extend(_judge_window(items, config, grain))
     if progress:
         progress(f"drift by {grain}", len(times), len(times))
@@ -271,27 +271,22 @@ def _series_key(cols: dict, i: int) -> tuple:
     return cols["slice"][i], cols["route"][i], cols["k"][i], cols["gold_version"][i]
 
 
-class _Labels:
+def _label(cols: dict, i: int, versions: tuple[str, ...], first_seen: dict) -> str | None:
     """The index version a window is labelled with: the newest (by first request) of those
     serving at least LABEL_SHARE of the requests of the window and slice measured at its k
     (a tag slice's own: a canary by tenant changes that tenant's index before the whole
     window's); the newest serving it when none was measured."""
-
-    def __init__(self, first_seen: dict):
-        self.first_seen = first_seen
-
-    def __call__(self, cols: dict, i: int, versions: tuple[str, ...]) -> str | None:
-        counts = dict(cols["version_counts"][i] or ())
-        total = sum(counts.values())
-        serving = [v for v in versions if total and counts.get(v, 0) >= LABEL_SHARE * total]
-        return max(serving or versions,
-                   key=lambda v: (self.first_seen.get(v) or datetime.min, v), default=None)
+    counts = dict(cols["version_counts"][i] or ())
+    total = sum(counts.values())
+    serving = [v for v in versions if total and counts.get(v, 0) >= LABEL_SHARE * total]
+    return max(serving or versions,
+               key=lambda v: (first_seen.get(v) or datetime.min, v), default=None)
 
 
-def _window(cols: dict, i: int, metric: str, label: _Labels) -> _Window:
+def _window(cols: dict, i: int, metric: str, first_seen: dict) -> _Window:
     prefix = SUMS_OF[metric]
     versions = tuple(cols["index_versions"][i] or ())
-    newest = label(cols, i, versions)
+    newest = _label(cols, i, versions, first_seen)
     sums = np.array([cols["n"][i], cols["n_clusters"][i], cols[f"{prefix}_sum"][i],
                      cols[f"{prefix}_cluster_sq"][i], cols[f"{prefix}_cluster_cross"][i],
                      cols["size_sq"][i], cols["max_size"][i]], dtype=float)
@@ -301,13 +296,13 @@ def _window(cols: dict, i: int, metric: str, label: _Labels) -> _Window:
 
 
 def _new_series(key: tuple, config: Config, cols: dict, rows: list[int],
-                label: _Labels) -> _Series:
+                first_seen: dict) -> _Series:
     """A series seen for the first time; a pinned baseline pools its member windows now."""
     series = _Series(key, config.baseline_for(key[0]))
     if series.baseline.kind in ("dates", "index"):
         pool = _Pool(("pinned",))
         for i in rows:
-            window = _window(cols, i, key[4], label)
+            window = _window(cols, i, key[4], first_seen)
             if window.n > 0 and _pinned_member(series.baseline, window):
                 pool.add(window)
         series.pinned = pool if pool.starts else None

@@ -518,7 +518,7 @@ def test_ragas_csv_gold_set_reads_lists_as_pandas_writes_them(con, tmp_path):
 
 
 def test_a_ragas_csv_of_a_parquet_dataset_reads_its_array_cells_as_lists(con, tmp_path):
-    # pandas reads a Parquet (or Hugging Face) dataset's lists as numpy arrays and writes them
+    # pandas reads a Parquet dataset's lists as numpy arrays and writes them
     # to CSV without commas, ['c1' 'c2']: read as Python text, the items ran together into
     # one ID ('c1c2'), no quarantine, recall 0 for 1
     rows = ragas_dataset()

@@ -49,7 +49,15 @@ from openinference.semconv.trace import (
 )
 
 from pipeline.errors import RecallwatchError
-from pipeline.formats import LINE_COLUMN, NATIVE_SCHEMA, Format, is_parquet, register
+from pipeline.formats import (
+    LINE_COLUMN,
+    NATIVE_SCHEMA,
+    Format,
+    is_blank,
+    is_parquet,
+    register,
+    text_id,
+)
 from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES, RAW_LIMIT, read_json_lines
 
 NAME = "openinference"
@@ -182,10 +190,10 @@ def _request(trace_id: str, trace: list[Span], sources: dict[str, str]) -> dict:
            "index_version": first(sources["index_version"]),
            "session_id": next((v for s in [root, *by_start]
                                if (v := s.attribute(sources["session_id"])) is not None), None)}
-    # an ID is text or an integer, as in a native record: another value (7.0, true, [7]) is
-    # quarantined with the reason a native record gets, never stored as made-up text
-    wrong = [name for name, value in ids.items() if value is not None
-             and (isinstance(value, bool) or not isinstance(value, str | int))]
+    # an ID is text or a whole number, as in a native record: another value (7.0, true, [7])
+    # is quarantined with the reason a native record gets, never stored as made-up text
+    wrong = [name for name, value in ids.items()
+             if text_id(value) is None and not is_blank(value)]
     row = {LINE_COLUMN: root.number, "request_id": trace_id,
            "timestamp": (root.logged_start if root.logged_start is not None
                          else _iso(root.start) if root.start else None),

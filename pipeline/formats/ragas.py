@@ -261,7 +261,7 @@ def _list(value, *, ids: bool = False):
 
 def _python_list(text: str):
     """Python text of a list as pandas writes it to CSV: a list's repr (['a', 'b']), or a
-    numpy array's, as a dataset read from Parquet or Hugging Face holds its lists: ['a' 'b'],
+    numpy array's, as a dataset pandas read from Parquet holds its lists: ['a' 'b'],
     items apart by spaces or line breaks, no commas, which ast.literal_eval would run
     together into one string ('ab')."""
     try:
