@@ -25,12 +25,11 @@ from pipeline.errors import RecallwatchError
 from pipeline.progress import Progress
 from pipeline.stats import (
     Interval,
+    adjusted_t_interval,
     all_binary,
     clip_unit,
-    cluster_t_interval,
     cluster_wilson_interval,
     no_spread,
-    t_interval,
     wilson_interval,
 )
 from pipeline.warehouse import run_script, sql, transaction, unordered
@@ -174,10 +173,11 @@ def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float)
     n = col["n"].astype(float)
     mean = col["mean_recall"].astype(float)
     n_or_nan = np.where(n > 0, n, np.nan)  # rates of an all-excluded window are undefined
-    plain = clip_unit(t_interval(n, mean, col["var_recall"].astype(float), alpha))
-    clustered = clip_unit(cluster_t_interval(
-        n, col["n_clusters"].astype(float), mean * n, col["sum_cluster_sq"].astype(float),
-        col["sum_cluster_cross"].astype(float), col["sum_size_sq"].astype(float), alpha))
+    # requests without a session are clusters of one, so the cluster sums serve both forms
+    spread = clip_unit(adjusted_t_interval(
+        n, col["n_clusters"].astype(float), col["recall_sum"].astype(float),
+        col["sum_cluster_sq"].astype(float), col["sum_cluster_cross"].astype(float),
+        col["sum_size_sq"].astype(float), alpha))
     use_cluster = col["any_session"].astype(bool)
     passes = _rate_interval(col, "pass", use_cluster, alpha)
     full = _rate_interval(col, "full", use_cluster, alpha)
@@ -216,13 +216,11 @@ def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float)
         "n": stats.column("n"),
         "n_sessions": np.where(use_cluster, col["n_clusters"], col["n"]).astype(np.int64),
         "mean_recall": nullable(mean),
-        "ci_low": nullable(np.where(binary, proportion.low,
-                                    np.where(use_cluster, clustered.low, plain.low))),
-        "ci_high": nullable(np.where(binary, proportion.high,
-                                     np.where(use_cluster, clustered.high, plain.high))),
+        "ci_low": nullable(np.where(binary, proportion.low, spread.low)),
+        "ci_high": nullable(np.where(binary, proportion.high, spread.high)),
         "ci_method": pa.array(np.where(binary, np.where(use_cluster, "cluster_wilson", "wilson"),
-                                       np.where(use_cluster, "cluster_t", "t")).tolist(),
-                              pa.string()),
+                                       np.where(use_cluster, "cluster_adjusted_t",
+                                                "adjusted_t")).tolist(), pa.string()),
         "mean_precision": stats.column("mean_precision"),
         "pass_mark": pa.array([pass_mark] * stats.num_rows, pa.float64()),
         "pass_rate": nullable(col["n_pass"] / n_or_nan),

@@ -58,6 +58,7 @@ from pipeline.config import DEFAULT_ALPHA, DRIFT_METRICS, Baseline, Config, give
 from pipeline.progress import Progress
 from pipeline.stats import (
     Interval,
+    adjusted_t_interval,
     all_binary,
     benjamini_hochberg,
     bernstein_bet,
@@ -65,7 +66,6 @@ from pipeline.stats import (
     bernstein_shift_needed,
     change_weight,
     cluster_difference_interval,
-    cluster_t_interval,
     cluster_wilson_interval,
     e_benjamini_hochberg,
     hybrid_difference_interval,
@@ -360,13 +360,13 @@ def _judge_window(items: list[_Item], config: Config, grain: str) -> list[dict]:
 
 def _interval_of(sums: np.ndarray, is_mean: np.ndarray, any_session: np.ndarray,
                  alpha) -> Interval:
-    """Each group's own interval: cluster-robust t for mean recall, (cluster-)Wilson for a
-    rate, as in window_metrics."""
+    """Each group's own interval: for mean recall the cluster-robust t-interval with a 0 and a 1
+    added (`adjusted_t_interval`), (cluster-)Wilson for a rate, as in window_metrics."""
     n, g, total, csq, cross, size_sq = (sums[:, j] for j in range(6))
     low = np.full(len(sums), np.nan)
     high = np.full(len(sums), np.nan)
     if is_mean.any():
-        mean = cluster_t_interval(n, g, total, csq, cross, size_sq, alpha)
+        mean = adjusted_t_interval(n, g, total, csq, cross, size_sq, alpha)
         low = np.where(is_mean, mean.low, low)
         high = np.where(is_mean, mean.high, high)
     if not is_mean.all():
@@ -508,7 +508,7 @@ def _method(mode: str, metric: str, pool: _Pool, window: _Window) -> str:
     if base_mean and win_mean:
         return METHODS[(mode, True)]
     if base_mean or win_mean:   # one side a mean, the other a proportion
-        return "mover_cluster_t_wilson"
+        return "mover_adjusted_t_wilson"
     return METHODS[(mode, False)]
 
 

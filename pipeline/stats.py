@@ -22,6 +22,7 @@ from scipy import stats
 
 __all__ = [
     "ClusterStats",
+    "adjusted_t_interval",
     "DifferenceInterval",
     "Interval",
     "all_binary",
@@ -268,6 +269,66 @@ def cluster_t_interval(
     low = np.where(valid, ybar - half, np.nan)
     high = np.where(valid, ybar + half, np.nan)
     return Interval(_as_output(low), _as_output(high))
+
+
+def adjusted_t_interval(
+    n: ArrayLike,
+    n_clusters: ArrayLike,
+    total: ArrayLike,
+    sum_cluster_sq: ArrayLike,
+    sum_cluster_cross: ArrayLike,
+    sum_size_sq: ArrayLike,
+    alpha: ArrayLike = 0.05,
+) -> Interval:
+    """Interval for a mean of values in ``[0, 1]`` (recalls): the cluster-robust t-interval of
+    the sample with one value 0 and one value 1 added, each a cluster of its own.
+
+    A t-interval trusts the sample to show the spread of the values. Recall is often skewed:
+    most requests find everything, a few find nothing. A small window then often holds no 0,
+    its sample variance is tiny, and the t-interval sits above the true mean (1 at 85 %, 0.9
+    at 10 %, 0 at 5 %: it covers 0.44 of the time at 10 requests, 0.78 at 30). The two added
+    values put the widest spread a value in ``[0, 1]`` can have into every sample, which a
+    large sample outweighs (the interval is the t-interval's from a few hundred requests on)
+    and a small one does not. It carries to values between 0 and 1 the rule Agresti and Caffo
+    give for a difference of proportions (add one success and one failure to each sample).
+    With the sums of
+    ``cluster_t_interval`` (``n``, ``G`` clusters, ``total``, ``sum_cluster_sq``,
+    ``sum_cluster_cross``, ``sum_size_sq``)::
+
+        n' = n + 2,  G' = G + 2,  total' = total + 1,
+        sum_cluster_sq' = sum_cluster_sq + 1,  sum_cluster_cross' = sum_cluster_cross + 1,
+        sum_size_sq' = sum_size_sq + 2
+        ybar'   = total' / n'
+        sum e^2 = sum_cluster_sq' - 2 ybar' sum_cluster_cross' + ybar'^2 sum_size_sq'
+        V       = G' / (G' - 1) * sum e^2 / n'^2
+        [low, high] = ybar' -/+ t_{1 - alpha/2, G - 1} * sqrt(V)
+
+    The degrees of freedom are those of the observed clusters (``G - 1``); without sessions
+    every value is its own cluster, ``G = n``, and ``V`` is the sample variance of the ``n + 2``
+    values over ``n + 2``. The centre moves towards 1/2 by at most ``1 / (n + 2)``, less than
+    the half-width, so the interval always holds the sample mean. Undefined (NaN) for
+    ``G <= 1``, as the t-interval. Source: A. Agresti, B. Caffo (2000), "Simple and effective
+    confidence intervals for proportions and differences of proportions result from adding two
+    successes and two failures", The American Statistician 54(4):280-288. ``tests/test_stats.py``
+    checks it against statsmodels' cluster-robust OLS on the augmented sample, and its
+    coverage on skewed and spread-out recalls by simulation.
+    """
+    alpha = _check_alpha(alpha)
+    n = np.asarray(n, dtype=float)
+    n_clusters = np.asarray(n_clusters, dtype=float)
+    valid = (n_clusters > 1) & (n > 1)
+    g_ok = np.where(valid, n_clusters, 2.0)
+    n_aug = np.where(valid, n, 2.0) + 2.0
+    g_aug = g_ok + 2.0
+    ybar = (np.asarray(total, dtype=float) + 1.0) / n_aug
+    sum_e2 = ((np.asarray(sum_cluster_sq, dtype=float) + 1.0)
+              - 2.0 * ybar * (np.asarray(sum_cluster_cross, dtype=float) + 1.0)
+              + ybar * ybar * (np.asarray(sum_size_sq, dtype=float) + 2.0))
+    sum_e2 = np.maximum(sum_e2, 0.0)  # cancellation residue, as in cluster_t_interval
+    se = np.sqrt(g_aug / (g_aug - 1.0) * sum_e2) / n_aug
+    half = stats.t.isf(alpha / 2, g_ok - 1.0) * se
+    return Interval(_as_output(np.where(valid, ybar - half, np.nan)),
+                    _as_output(np.where(valid, ybar + half, np.nan)))
 
 
 def cluster_sufficient_stats(y: ArrayLike, groups: ArrayLike) -> ClusterStats:

@@ -234,7 +234,7 @@ CREATE TABLE IF NOT EXISTS window_metrics (
     mean_recall        DOUBLE,
     ci_low             DOUBLE,
     ci_high            DOUBLE,
-    ci_method          VARCHAR,              -- t | cluster_t
+    ci_method          VARCHAR,              -- adjusted_t | cluster_adjusted_t | wilson | cluster_wilson
     mean_precision     DOUBLE,
     pass_mark          DOUBLE    NOT NULL,
     pass_rate          DOUBLE,

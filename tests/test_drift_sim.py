@@ -245,7 +245,7 @@ def test_fixed_look_takes_no_window_that_found_everything_for_a_certainty():
     assert (looks == "rise").mean() <= ALPHA / 2 + _binomial_error(ALPHA / 2, looks_n)
     assert (looks == "drop").mean() <= ALPHA / 2 + _binomial_error(ALPHA / 2, looks_n)
     methods = {m for w in range(100) for m in events[(w, "all", "mean_recall")]["method"]}
-    assert methods == {"none", "welch_cluster", "mover_cluster_t_wilson"}
+    assert methods == {"none", "welch_cluster", "mover_adjusted_t_wilson"}
 
 
 def test_a_window_without_data_names_the_method_of_its_baseline():

@@ -52,6 +52,15 @@ BEFORE = [(d, chunks) for d in range(1, 8) for chunks in (["c-1", "c-2"], ["c-1"
 AFTER = [(d, gold, chunks) for d in range(8, 11) for gold, chunks in (
     ("g-1", ["n-1", "c-2"]), ("g-1", ["c-2"]), ("g-1", ["n-1", "x", "c-2"]), ("g-2", ["c-3"]))]
 BEFORE_RECALLS = [1.0, 0.5, 0.0] * 7
+
+
+def adjusted(recalls: list[float]) -> tuple[float, float]:
+    """A side's interval as window_metrics has it for requests without sessions: the t-interval
+    of the recalls with a 0 and a 1 added, on n - 1 degrees of freedom (unclipped)."""
+    augmented = [*recalls, 0.0, 1.0]
+    half = sp.t.isf(0.025, len(recalls) - 1) * sp.tstd(augmented) / len(augmented) ** 0.5
+    mean = sum(augmented) / len(augmented)
+    return mean - half, mean + half
 AFTER_RECALLS = [1.0, 0.5, 1.0, 0.0] * 3
 
 
@@ -803,8 +812,7 @@ def test_before_after_with_one_side_all_0_or_1_counts_that_sides_uncertainty(con
         for d in range(8, 11)])
     before, after = r["sides"]
     assert (before["n"], before["mean"], after["n"], after["mean"]) == (21, 0.5, 3, 1.0)
-    t_low, t_high = sp.t.interval(0.95, 20, loc=0.5,
-                                  scale=sp.tstd(BEFORE_RECALLS) / 21 ** 0.5)
+    t_low, t_high = adjusted(BEFORE_RECALLS)
     w_low, _ = proportion_confint(3, 3, 0.05, method="wilson")
     assert (before["low"], before["high"]) == (pytest.approx(t_low), pytest.approx(t_high))
     assert after["low"] == pytest.approx(w_low)
@@ -838,8 +846,8 @@ def test_before_after_of_recalls_all_equal_are_proportions_at_their_mean(con, tm
 
 def test_a_before_after_side_near_1_has_its_interval_clipped_as_the_daily_rows(con, tmp_path):
     # after the rebuild six requests found 1, 1, 1, 1, 1 and 0.5 of their gold: the side's
-    # t-interval, 0.917 +- 2.571 x 0.083, reached 1.131 in the report where window_metrics
-    # clips its rows to [0, 1]
+    # interval reached above 1 in the report (the t-interval of the recalls alone, 0.917 +-
+    # 2.571 x 0.083, 1.131) where window_metrics clips its rows to [0, 1]
     r = before_after(con, tmp_path, GOLD, [
         request(f"b-{d}-{i}", chunks, ts=day(d, 10 + i)) for d in range(1, 8)
         for i, chunks in enumerate((["c-1", "c-2"], ["c-1"], ["x"]))] + [
@@ -849,8 +857,8 @@ def test_a_before_after_side_near_1_has_its_interval_clipped_as_the_daily_rows(c
     _, after = r["sides"]
     recalls = [1, 1, 1, 1, 1, 0.5]
     mean = sum(recalls) / 6
-    t_low, t_high = sp.t.interval(0.95, 5, loc=mean, scale=sp.tstd(recalls) / 6 ** 0.5)
-    assert t_high > 1.1
+    t_low, t_high = adjusted(recalls)
+    assert t_high > 1.0
     assert (after["n"], after["mean"]) == (6, pytest.approx(mean))
     assert (after["low"], after["high"]) == (pytest.approx(t_low), 1.0)
 

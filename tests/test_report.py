@@ -92,7 +92,7 @@ def _window_rows(scores: list[dict], at_k: dict[tuple[str, int], float],
                 "grain": "day", "slice": sl, "route": "ids", "k": k, "gold_version": gv,
                 "n": n, "n_sessions": n, "mean_recall": mean,
                 "ci_low": max(0.0, mean - half), "ci_high": min(1.0, mean + half),
-                "ci_method": "t", "mean_precision": None, "pass_mark": PASS_MARK,
+                "ci_method": "adjusted_t", "mean_precision": None, "pass_mark": PASS_MARK,
                 "pass_rate": passed, "pass_ci_low": max(0.0, passed - p_half),
                 "pass_ci_high": min(1.0, passed + p_half), "full_coverage_rate": full,
                 "fc_ci_low": max(0.0, full - f_half), "fc_ci_high": min(1.0, full + f_half),
@@ -519,13 +519,13 @@ def test_a_mean_without_an_interval_names_no_method(tmp_path):
                          "FROM window_metrics WHERE grain = 'day' AND slice = 'all' "
                          "AND k = 3 ORDER BY 1").fetchall()
         out = write_report(con, tmp_path / "report", k=3)
-    assert stored == [("2026-11-01", pytest.approx(stored[0][1]), "t"),
-                      ("2026-11-02", None, "t")]
+    assert stored == [("2026-11-01", pytest.approx(stored[0][1]), "adjusted_t"),
+                      ("2026-11-02", None, "adjusted_t")]
     text = re.sub(r"<[^>]+>", " ", Path(out).read_text(encoding="utf-8"))
     text = re.sub(r"\s+", " ", text)
-    assert "(no interval)" in text and "(t)" not in text
+    assert "(no interval)" in text and "(adjusted_t)" not in text
     # the daily table: a method beside the interval of 11-01, none beside 11-02's
-    assert re.search(r"2026-11-01 2 0 0\.750 \[[^]]+\] t ", text), text
+    assert re.search(r"2026-11-01 2 0 0\.750 \[[^]]+\] adjusted_t ", text), text
     assert re.search(r"2026-11-02 1 0 0\.500 — — ", text), text
     # the latest day by slice: no interval, no method for the mean; the rates' Wilson stands
     assert re.search(r"all 1 0 0\.500 — — / wilson ", text), text

@@ -125,7 +125,7 @@ def _window_metrics_rows() -> list[dict]:
             "window_start": _ts(day), "window_end": _ts(day) + timedelta(days=1),
             "grain": "day", "slice": "all", "route": ROUTE, "k": K, "gold_version": GOLD,
             "n": N_ALL, "n_sessions": N_ALL, "mean_recall": mean, "ci_low": mean - 0.04,
-            "ci_high": mean + 0.04, "ci_method": "t", "mean_precision": None,
+            "ci_high": mean + 0.04, "ci_method": "adjusted_t", "mean_precision": None,
             "pass_mark": 0.7, "pass_rate": 0.8, "pass_ci_low": 0.7, "pass_ci_high": 0.9,
             "full_coverage_rate": 0.6, "fc_ci_low": 0.5, "fc_ci_high": 0.7,
             "index_versions": ["idx-b"] if day >= RESOLVED else ["idx-a"],

@@ -272,6 +272,26 @@ def test_a_day_aggregated_with_a_t_interval_on_recalls_of_0_or_1_is_re_aggregate
     assert rows(con, "window_metrics") == current
 
 
+def test_a_day_whose_mean_has_an_earlier_releases_t_interval_is_re_aggregated(con, tmp_path):
+    # the t-interval of the recalls alone (`t`, `cluster_t`) is too narrow on small skewed
+    # windows; the next run gives every such day the interval with a 0 and a 1 added
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    logs = write_jsonl(tmp_path / "d.jsonl", [
+        request(f"r{day}-{i}", ["a", "b"][: 1 + (i % 2)], ts=f"2026-11-0{day}T1{i}:00:00Z",
+                **({"session_id": f"s{i // 3}"} if day == 2 else {}))
+        for day in (1, 2, 3) for i in range(4)])
+    run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    current = rows(con, "window_metrics")
+    assert con.sql("SELECT DISTINCT ci_method FROM window_metrics WHERE k = 5 "
+                   "ORDER BY 1").fetchall() == [("adjusted_t",), ("cluster_adjusted_t",)]
+    con.execute("UPDATE window_metrics SET ci_method = replace(ci_method, 'adjusted_t', 't'), "
+                "ci_low = mean_recall - 0.01, ci_high = mean_recall + 0.01 "
+                "WHERE window_start < '2026-11-03'")
+    summary = run(con)
+    assert [d.day for d in summary.days_aggregated] == [1, 2]
+    assert rows(con, "window_metrics") == current
+
+
 def test_a_warehouse_keyed_by_an_earlier_release_is_keyed_again_and_its_days_rescored(tmp_path):
     import unicodedata
 

@@ -22,6 +22,7 @@ from pipeline.stats import (
     ClusterStats,
     DifferenceInterval,
     Interval,
+    adjusted_t_interval,
     all_binary,
     benjamini_hochberg,
     bernstein_bet,
@@ -358,6 +359,57 @@ def test_cluster_t_interval_from_sufficient_stats_equals_statsmodels_on_random_d
     # Slack of 1e-12: ybar = total / n and y.mean() may round differently when the interval
     # is degenerate (all cluster means equal).
     assert got.low - 1e-12 <= y.mean() <= got.high + 1e-12
+
+
+# --- the t-interval with a 0 and a 1 added (mean recall) ----------------------------------------
+
+
+def sm_adjusted_confint(y, groups, alpha: float = 0.05) -> tuple[float, float]:
+    """statsmodels' cluster-robust OLS on the sample with a 0 and a 1 added, each a cluster of
+    its own, and the t quantile on the observed clusters' G - 1 degrees of freedom."""
+    codes = np.unique(np.asarray(groups), return_inverse=True)[1]
+    res = sm.OLS(np.append(np.asarray(y, dtype=float), [0.0, 1.0]), np.ones(len(y) + 2)).fit(
+        cov_type="cluster", cov_kwds={"groups": np.append(codes, [codes.max() + 1,
+                                                                 codes.max() + 2])})
+    half = stats.t.isf(alpha / 2, codes.max()) * res.bse[0]
+    return res.params[0] - half, res.params[0] + half
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+@pytest.mark.parametrize("name", sorted(CLUSTER_CASES))
+def test_adjusted_t_interval_matches_statsmodels_on_the_sample_with_a_0_and_a_1(name, alpha):
+    y, groups = CLUSTER_CASES[name]
+    got = adjusted_t_interval(*cluster_sufficient_stats(y, groups), alpha=alpha)
+    assert_interval_close(got, sm_adjusted_confint(y, groups, alpha))
+
+
+def test_adjusted_t_interval_without_sessions_is_the_t_interval_of_n_plus_2_values():
+    y = np.array([1.0, 1.0, 0.9, 1.0, 0.9, 1.0, 1.0])
+    augmented = np.append(y, [0.0, 1.0])
+    half = stats.t.isf(0.025, len(y) - 1) * augmented.std(ddof=1) / math.sqrt(len(augmented))
+    got = adjusted_t_interval(*cluster_sufficient_stats(y, np.arange(len(y))))
+    assert_interval_close(got, (augmented.mean() - half, augmented.mean() + half), 1e-12)
+    # the t-interval of the recalls alone, [0.91, 1.01], missed a true mean of 0.9 (0.85 at
+    # 1, 0.1 at 0.9 and 0.05 at 0 a day): this one holds it
+    alone = t_interval(*t_stats(y))
+    assert alone.low > 0.9 and got.low < 0.9 < got.high
+
+
+def test_adjusted_t_interval_is_undefined_for_one_cluster_or_one_value():
+    assert np.isnan(adjusted_t_interval(1, 1, 0.5, 0.25, 0.5, 1)).all()
+    assert np.isnan(adjusted_t_interval(4, 1, 2.0, 4.0, 8.0, 16)).all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 0.9, 1.0]), st.integers(0, 5)),
+                min_size=2, max_size=40))
+def test_adjusted_t_interval_holds_the_sample_mean(values):
+    y = np.array([v for v, _ in values])
+    groups = np.array([g for _, g in values])
+    if len(set(groups)) < 2:
+        return
+    low, high = adjusted_t_interval(*cluster_sufficient_stats(y, groups))
+    assert low < y.mean() < high
 
 
 # --- clip_unit ---------------------------------------------------------------------------------

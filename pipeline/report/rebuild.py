@@ -19,10 +19,10 @@ from pipeline.report.scope import Scope
 from pipeline.stats import (
     ClusterStats,
     Interval,
+    adjusted_t_interval,
     all_binary,
     clip_unit,
     cluster_difference_interval,
-    cluster_t_interval,
     cluster_wilson_interval,
     hybrid_difference_interval,
     no_spread,
@@ -185,10 +185,10 @@ def _binary(row: dict) -> bool:
 
 
 def _interval(row: dict) -> Interval:
-    """Cluster-robust t; (cluster-)Wilson at the mean when every recall is 0 or 1 (the mean is
-    then a proportion) or all are equal (no spread for t to see)."""
+    """Cluster-robust t with a 0 and a 1 added, as in window_metrics; (cluster-)Wilson at the
+    mean when every recall is 0 or 1 (the mean is then a proportion) or all are equal."""
     if not _binary(row):
-        return cluster_t_interval(*_stats(row), DEFAULT_ALPHA)
+        return adjusted_t_interval(*_stats(row), DEFAULT_ALPHA)
     if row["any_session"]:
         return cluster_wilson_interval(*_stats(row), DEFAULT_ALPHA)
     return wilson_interval(row["recall_sum"], row["n"], DEFAULT_ALPHA)
