@@ -58,6 +58,7 @@ from pipeline.config import DEFAULT_ALPHA, DRIFT_METRICS, Baseline, Config, give
 from pipeline.progress import Progress
 from pipeline.stats import (
     Interval,
+    adjusted_difference_interval,
     adjusted_t_interval,
     all_binary,
     benjamini_hochberg,
@@ -65,7 +66,6 @@ from pipeline.stats import (
     bernstein_log_evalue,
     bernstein_shift_needed,
     change_weight,
-    cluster_difference_interval,
     cluster_wilson_interval,
     e_benjamini_hochberg,
     hybrid_difference_interval,
@@ -85,8 +85,8 @@ LABEL_SHARE = 0.1   # of a window's requests a version serves to label it (see _
 # when windows pool) and the largest session (the largest of them when windows pool)
 N, G, TOTAL, CSQ, CROSS, SIZE_SQ, MAX_SIZE = range(7)
 METHODS = {
-    ("fixed", True): "welch_cluster", ("fixed", False): "newcombe_cluster_wilson",
-    ("anytime", True): "e_detector_bernstein_cluster_t",
+    ("fixed", True): "welch_adjusted_cluster", ("fixed", False): "newcombe_cluster_wilson",
+    ("anytime", True): "e_detector_bernstein_adjusted_t",
     ("anytime", False): "e_detector_bernstein_cluster_wilson",
 }
 
@@ -525,7 +525,8 @@ def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, confi
                 alpha: float) -> dict:
     """The interval of (window - baseline) at level 1 - alpha, one-sided p-values against the
     margin, and the drop a window like this one detects with 80 % power. Two means (t-based
-    sides, `base_mean` and `win_mean`) are compared by cluster-robust Welch; otherwise the
+    sides, `base_mean` and `win_mean`) are compared by cluster-robust Welch with a 0 and a 1
+    added to each side (`adjusted_difference_interval`); otherwise the
     sides' own intervals are combined (Newcombe's hybrid for two proportions, the same MOVER
     construction for a mean and a proportion): a side whose recalls are all 0 or 1 has no
     spread for Welch to see (five requests that all found everything are not a certainty)."""
@@ -533,7 +534,10 @@ def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, confi
     value = win[:, TOTAL] / win[:, N]
     base_value = base[:, TOTAL] / base[:, N]
     delta = value - base_value
-    mean_diff = cluster_difference_interval(tuple(base[:, :6].T), tuple(win[:, :6].T), alpha)
+    # two means: the difference of the sides with a 0 and a 1 added to each (Agresti-Caffo),
+    # whose centre the p-values read too
+    mean_diff = adjusted_difference_interval(tuple(base[:, :6].T), tuple(win[:, :6].T), alpha)
+    t_delta = np.asarray(mean_diff.delta, dtype=float)
 
     is_mean = base_mean & win_mean   # Welch
     rates = hybrid_difference_interval(
@@ -544,10 +548,10 @@ def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, confi
     se = np.asarray(mean_diff.se, dtype=float)
     df = np.where(np.isnan(np.asarray(mean_diff.df, dtype=float)), 1e6, mean_diff.df)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p_drop = np.where(se > 0, sp.t.cdf((delta + margin) / se, df),
-                          np.where(delta < -margin, 0.0, 1.0))
-        p_rise = np.where(se > 0, sp.t.sf((delta - margin) / se, df),
-                          np.where(delta > margin, 0.0, 1.0))
+        p_drop = np.where(se > 0, sp.t.cdf((t_delta + margin) / se, df),
+                          np.where(t_delta < -margin, 0.0, 1.0))
+        p_rise = np.where(se > 0, sp.t.sf((t_delta - margin) / se, df),
+                          np.where(t_delta > margin, 0.0, 1.0))
     # a rate's p-value reads the hybrid interval's own half-widths as standard errors: exact
     # where the bound meets the margin (so one slice's decision is the interval rule), close
     # elsewhere, and enough to rank slices for Benjamini-Hochberg
@@ -577,7 +581,8 @@ def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, confi
             "p_drop": np.where(undefined, np.nan, p_drop),
             "p_rise": np.where(undefined, np.nan, p_rise),
             # what the p-values read, for the interval at another level (_fixed_bound)
-            "is_mean": is_mean, "t_se": np.asarray(mean_diff.se, dtype=float), "df": df,
+            "is_mean": is_mean, "t_delta": t_delta,
+            "t_se": np.asarray(mean_diff.se, dtype=float), "df": df,
             "rate_up": rates.high - delta, "rate_down": delta - rates.low, "z": z}
 
 
@@ -589,7 +594,7 @@ def _fixed_bound(fixed: dict, alpha: np.ndarray, side: str) -> np.ndarray:
     delta, sign = fixed["delta"], (1.0 if side == "high" else -1.0)
     half = fixed["rate_up"] if side == "high" else fixed["rate_down"]
     with np.errstate(divide="ignore", invalid="ignore"):
-        welch = delta + sign * sp.t.isf(alpha / 2, fixed["df"]) * fixed["t_se"]
+        welch = fixed["t_delta"] + sign * sp.t.isf(alpha / 2, fixed["df"]) * fixed["t_se"]
         rate = delta + sign * half * sp.norm.isf(alpha / 2) / fixed["z"]
     bound = np.where(fixed["is_mean"], welch, rate)
     return np.where(np.isnan(fixed[side]), np.nan, np.clip(bound, -1.0, 1.0))

@@ -115,7 +115,7 @@ def test_fixed_look_mode_flags_the_demo_decline_too(demo_copy):
     assert any(st == "opened" and day < world.rebuild_day for day, _, st, _ in rows)
     methods = {m for (m,) in con.sql("SELECT DISTINCT method FROM drift_events "
                                      "WHERE decision NOT IN ('baseline')").fetchall()}
-    assert methods <= {"welch_cluster", "newcombe_cluster_wilson"}
+    assert methods <= {"welch_adjusted_cluster", "newcombe_cluster_wilson"}
     assert_flagged_only_beyond_the_margin(con)
 
 

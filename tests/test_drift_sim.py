@@ -245,7 +245,26 @@ def test_fixed_look_takes_no_window_that_found_everything_for_a_certainty():
     assert (looks == "rise").mean() <= ALPHA / 2 + _binomial_error(ALPHA / 2, looks_n)
     assert (looks == "drop").mean() <= ALPHA / 2 + _binomial_error(ALPHA / 2, looks_n)
     methods = {m for w in range(100) for m in events[(w, "all", "mean_recall")]["method"]}
-    assert methods == {"none", "welch_cluster", "mover_adjusted_t_wilson"}
+    assert methods == {"none", "welch_adjusted_cluster", "mover_adjusted_t_wilson"}
+
+
+@pytest.mark.parametrize("requests, mean, sessions", [(10, 0.8, False), (30, 0.95, True)],
+                         ids=["10-requests", "30-requests-in-sessions"])
+def test_fixed_look_at_small_traffic_errs_no_more_than_its_level(requests, mean, sessions):
+    # Welch on the recalls alone read a small window that happened to hold no low recall as
+    # nearly certain: 10 requests a day needing 4 chunks at mean recall 0.8 raised a false rise
+    # on 0.048 of the looks, 30 requests in ~8 sessions at 0.95 on 0.080 (nominal 0.025)
+    rng = np.random.default_rng(47)
+    worlds = [sim.simulate_days(rng, np.full(40, mean), requests, sessions=sessions)
+              for _ in range(200)]
+    events = sim.judge_worlds(worlds, Config(drift_mode="fixed", drift_margin=0.0),
+                              metrics=("mean_recall",))
+    looks = sim.decisions(events)[:, BASELINE_DAYS:]
+    for decision in ("rise", "drop"):
+        share = (looks == decision).mean()
+        assert share <= ALPHA / 2 + _binomial_error(ALPHA / 2, looks.size), (decision, share)
+    methods = {m for w in range(200) for m in events[(w, "all", "mean_recall")]["method"]}
+    assert "welch_adjusted_cluster" in methods
 
 
 def test_a_window_without_data_names_the_method_of_its_baseline():

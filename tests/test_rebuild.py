@@ -440,11 +440,20 @@ def test_before_after_numbers_equal_a_hand_computation(con, world):
     assert (before["n"], before["days"], after["n"], after["days"]) == (21, 7, 12, 3)
     assert before["mean"] == pytest.approx(sum(BEFORE_RECALLS) / 21)   # 0.5
     assert after["mean"] == pytest.approx(sum(AFTER_RECALLS) / 12)     # 0.625
-    # no sessions: every request its own cluster, so the interval is Welch's
-    welch = sp.ttest_ind(AFTER_RECALLS, BEFORE_RECALLS, equal_var=False).confidence_interval(0.95)
+    # no sessions: every request its own cluster, so the interval is Welch's on each side's
+    # recalls with a 0 and a 1 added, on the observed sides' degrees of freedom
+    sides = [(recalls, [*recalls, 0.0, 1.0]) for recalls in (BEFORE_RECALLS, AFTER_RECALLS)]
+    var_b, var_a = (sp.tvar(augmented) / len(augmented) for _, augmented in sides)
+    df = (var_b + var_a) ** 2 / sum(v * v / (len(recalls) - 1)
+                                    for v, (recalls, _) in zip((var_b, var_a), sides, strict=True))
+    centre = sum(sides[1][1]) / 14 - sum(sides[0][1]) / 23
+    half = sp.t.isf(0.025, df) * (var_b + var_a) ** 0.5
     assert r["difference"]["delta"] == pytest.approx(0.125)
-    assert r["difference"]["low"] == pytest.approx(welch.low, abs=1e-9)
-    assert r["difference"]["high"] == pytest.approx(welch.high, abs=1e-9)
+    assert r["difference"]["low"] == pytest.approx(centre - half, abs=1e-9)
+    assert r["difference"]["high"] == pytest.approx(centre + half, abs=1e-9)
+    # recalls this spread out already show their spread: the added values move the centre
+    # towards 0 (Welch's on the recalls alone is -0.196 to 0.446) and hardly widen it
+    assert centre < 0.125 and r["difference"]["low"] < 0.0 < 0.125 < r["difference"]["high"]
     assert (before["first"].isoformat(), before["last"].isoformat()) == ("2026-11-01",
                                                                          "2026-11-07")
     assert r["caption"] == {"k": 5, "k_text": "5", "route": "ids", "gold_version": "v1",

@@ -112,7 +112,7 @@ def _other_slice_rows() -> list[dict]:
             hostile = {"decision": "insufficient", "delta": None, "delta_low": None,
                        "delta_high": None, "min_detectable_delta": 0.31,
                        "n_needed": N_NEEDED_PAYLOAD,
-                       "method": "e_detector_bernstein_cluster_t"}
+                       "method": "e_detector_bernstein_adjusted_t"}
         out.append(_drift_row(day, PAYLOAD, "mean_recall", n=3, **hostile))
     return out
 

@@ -22,6 +22,7 @@ from pipeline.stats import (
     ClusterStats,
     DifferenceInterval,
     Interval,
+    adjusted_difference_interval,
     adjusted_t_interval,
     all_binary,
     benjamini_hochberg,
@@ -410,6 +411,32 @@ def test_adjusted_t_interval_holds_the_sample_mean(values):
         return
     low, high = adjusted_t_interval(*cluster_sufficient_stats(y, groups))
     assert low < y.mean() < high
+
+
+@pytest.mark.parametrize("alpha", ALPHAS)
+def test_adjusted_difference_is_welch_of_the_sides_with_a_0_and_a_1_on_their_observed_df(alpha):
+    (y1, g1), (y2, g2) = CLUSTER_CASES["unequal_sizes"], CLUSTER_CASES["two_clusters"]
+    got = adjusted_difference_interval(cluster_sufficient_stats(y1, g1),
+                                       cluster_sufficient_stats(y2, g2), alpha)
+    sides = []
+    for y, groups in ((y1, g1), (y2, g2)):
+        codes = np.unique(groups, return_inverse=True)[1]
+        fit = sm.OLS(np.append(y, [0.0, 1.0]), np.ones(len(y) + 2)).fit(
+            cov_type="cluster", cov_kwds={"groups": np.append(codes, [codes.max() + 1,
+                                                                       codes.max() + 2])})
+        sides.append((fit.params[0], fit.bse[0] ** 2, codes.max()))   # G - 1 observed
+    (m1, v1, d1), (m2, v2, d2) = sides
+    df = (v1 + v2) ** 2 / (v1 * v1 / d1 + v2 * v2 / d2)
+    half = stats.t.isf(alpha / 2, df) * math.sqrt(v1 + v2)
+    assert (got.delta, got.df) == (pytest.approx(m2 - m1, abs=1e-12), pytest.approx(df))
+    assert_interval_close(Interval(got.low, got.high), (m2 - m1 - half, m2 - m1 + half))
+
+
+def test_adjusted_difference_is_undefined_when_a_side_has_one_cluster():
+    one = ClusterStats(4, 1, 2.0, 4.0, 8.0, 16)
+    many = cluster_sufficient_stats([0.5, 1.0, 0.9], [0, 1, 2])
+    assert np.isnan(adjusted_difference_interval(one, many)).all()
+    assert np.isnan(adjusted_difference_interval(many, one)).all()
 
 
 # --- clip_unit ---------------------------------------------------------------------------------

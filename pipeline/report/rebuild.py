@@ -19,10 +19,10 @@ from pipeline.report.scope import Scope
 from pipeline.stats import (
     ClusterStats,
     Interval,
+    adjusted_difference_interval,
     adjusted_t_interval,
     all_binary,
     clip_unit,
-    cluster_difference_interval,
     cluster_wilson_interval,
     hybrid_difference_interval,
     no_spread,
@@ -33,7 +33,8 @@ from pipeline.warehouse import queries
 SIDE_DAYS = 7
 NOT_CARRIED_SHOWN = 50
 SIDES = ("before", "after")
-METHOD = ("cluster-robust Welch (CR1, Satterthwaite df; Welch when no request has a session); "
+METHOD = ("cluster-robust Welch (CR1, Satterthwaite df; Welch when no request has a session) "
+          "with a recall of 0 and one of 1 added to each side; "
           "when every recall on a side is 0 or 1, or all are equal, the sides' own intervals "
           "combined "
           "(Newcombe's hybrid of (cluster-)Wilson intervals, the same MOVER construction for "
@@ -102,9 +103,9 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
             d = hybrid_difference_interval(b, _interval(before), a, _interval(after))
             difference = {"delta": a - b, "low": _number(d.low), "high": _number(d.high)}
         else:
-            d = cluster_difference_interval(_stats(before), _stats(after), DEFAULT_ALPHA)
-            difference = {"delta": _number(d.delta), "low": _number(d.low),
-                          "high": _number(d.high)}
+            b, a = (row["recall_sum"] / row["n"] for row in (before, after))
+            d = adjusted_difference_interval(_stats(before), _stats(after), DEFAULT_ALPHA)
+            difference = {"delta": a - b, "low": _number(d.low), "high": _number(d.high)}
     carried: dict = {}
     lost: list[dict] = []
     # a gold set that names one index's chunks is not carried: how its chunks compare on the
