@@ -10,7 +10,9 @@
 -- Parameters: $start, $end (TIMESTAMP, UTC), $gold_version, $needs.
 -- A candidate's text is its logged `text` (unless blank), else the manifest's text of that
 -- chunk_id in the request's index version (index_chunks); a chunk with neither has nothing to
--- compare and so covers no passage. Its place is the chunk's best place over all steps (requests.chunk_ranks),
+-- compare and so covers no passage. A chunk logged with its text in one copy (a step, or a
+-- repeat in a list) and without it in another is read as logged, as the claims route reads
+-- it: the manifest's text is what the index holds now, not what the generator was given. Its place is the chunk's best place over all steps (requests.chunk_ranks),
 -- the same place the ids route uses. A request whose served chunks (placed within k) all have
 -- no text gets status 'no_context_text': what was served is unknown, not empty, so it is not
 -- measured (counted, excluded from means, never 0). A request served nothing is a real 0.
@@ -26,15 +28,25 @@ WITH logged AS (
     JOIN requests r USING (request_id)
     WHERE m.status = 'scored'
 )
-SELECT DISTINCT
-    l.request_id,
-    l.chunk.chunk_id AS chunk_id,
-    l.chunk_ranks[list_position(l.chunk_ids, l.chunk.chunk_id)] AS place,
-    coalesce(text_or_null(l.chunk.text), text_or_null(c.text)) AS text
-FROM logged l
-LEFT JOIN index_chunks c
-       ON c.index_version = l.index_version AND c.chunk_id = l.chunk.chunk_id
-WHERE coalesce(text_or_null(l.chunk.text), text_or_null(c.text)) IS NOT NULL;
+, texts AS (
+    SELECT DISTINCT
+        l.request_id,
+        l.chunk.chunk_id AS chunk_id,
+        l.chunk_ranks[list_position(l.chunk_ids, l.chunk.chunk_id)] AS place,
+        text_or_null(l.chunk.text) AS logged,
+        text_or_null(c.text) AS manifest
+    FROM logged l
+    LEFT JOIN index_chunks c
+           ON c.index_version = l.index_version AND c.chunk_id = l.chunk.chunk_id
+)
+SELECT DISTINCT request_id, chunk_id, place, coalesce(logged, manifest) AS text
+FROM texts t
+WHERE coalesce(logged, manifest) IS NOT NULL
+  -- the manifest's text only for a chunk that no copy logged with its own
+  AND (logged IS NOT NULL
+       OR NOT EXISTS (SELECT 1 FROM texts o
+                      WHERE o.request_id = t.request_id AND o.chunk_id = t.chunk_id
+                        AND o.logged IS NOT NULL));
 
 -- a request served chunks (placed within k) of which none has a text: not measured
 UPDATE passages_matched m SET status = 'no_context_text'

@@ -182,6 +182,12 @@ def test_chunk_text_comes_from_the_manifest_when_not_logged(con, tmp_path):
         # a blank logged text is no text: the manifest's is read
         request("r-empty", [chunk("a", "")]),
         request("r-blank", [chunk("a", " \n\t ")]),
+        # logged with its text once and once without (a repeat in the list, or another
+        # step): read as logged, as the claims route reads it — not also as the manifest's
+        request("r-repeat", [chunk("a", "unrelated words entirely"), chunk("a")]),
+        {key: value for key, value in request(
+            "r-steps", [], retrieval_steps=[[chunk("a", "unrelated words entirely")],
+                                            [chunk("a")]]).items() if key != "retrieved"},
     ], manifest=manifest)
     got = scores(con)
     assert got["r-manifest"] == ("scored", 1, 1, 1.0)
@@ -192,6 +198,7 @@ def test_chunk_text_comes_from_the_manifest_when_not_logged(con, tmp_path):
                        "AND route = 'passages'"
                        ).fetchall() == [(0,)]
     assert got["r-empty"] == got["r-blank"] == ("scored", 1, 1, 1.0)
+    assert got["r-repeat"] == got["r-steps"] == ("scored", 1, 0, 0.0)
 
 
 def test_a_passage_and_a_text_that_differ_only_in_unicode_composition_are_the_same_text(

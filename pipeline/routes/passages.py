@@ -120,8 +120,9 @@ class PassagesRoute:
 
     name: str = ROUTE_NAME
     needs: tuple[str, ...] = ("gold_passages",)
-    # 2: no_context_text for served chunks without a text, texts compared in NFC
-    rules: ClassVar[str] = "2"
+    # 2: no_context_text for served chunks without a text, texts compared in NFC; 3: a chunk
+    # logged with its text in one copy and without in another is read as logged
+    rules: ClassVar[str] = "3"
     threshold: float = SIMILARITY_THRESHOLD
     batch_pairs: int = BATCH_PAIRS
 
