@@ -2,9 +2,11 @@
 interval, the pass rate and the full-coverage rate with theirs (`window_metrics`).
 
 SQL reduces each group to sufficient statistics (sql/window_metrics.sql); pipeline/stats.py
-turns them into intervals: a t-interval for mean recall and Wilson for the pass and
-full-coverage proportions, or, when any request of the group belongs to a session, a
-cluster-robust t-interval over sessions and Wilson on the design-effect-adjusted effective n
+turns them into intervals: for mean recall the t-interval of the recalls with a 0 and a 1
+added (too narrow without them on small windows of skewed recalls), Wilson for the pass and
+full-coverage proportions, or, when any request of the group belongs to a session, the
+cluster-robust t-interval over sessions of the same sample and Wilson on the
+design-effect-adjusted effective n
 (`ci_method`, `rate_ci_method` say which). A group whose every recall is 0 or 1 (one gold
 chunk per golden, say) has a proportion for its mean: it gets the full-coverage rate's
 interval. A window range is replaced in one transaction; its statistics are gathered a few

@@ -8,10 +8,31 @@
 -- (or a blank text) is not given: an empty hash is no content, and two chunks logged with it
 -- would otherwise be carried onto each other by a rebuild.
 
-CREATE OR REPLACE TEMP VIEW stage_index_given AS
-SELECT * REPLACE (CASE WHEN trim(content_hash) <> '' THEN content_hash END AS content_hash,
-                  CASE WHEN trim(text) <> '' THEN text END AS text)
-FROM stage_index;
+CREATE OR REPLACE TEMP TABLE stage_index_checked AS
+WITH given AS (
+    SELECT * REPLACE (CASE WHEN trim(content_hash) <> '' THEN content_hash END AS content_hash,
+                      CASE WHEN trim(text) <> '' THEN text END AS text)
+    FROM stage_index
+)
+SELECT *,
+       CASE
+           WHEN type_error IS NOT NULL THEN type_error
+           WHEN chunk_id IS NULL OR trim(chunk_id) = '' THEN 'missing or null required field: chunk_id'
+           WHEN index_version IS NOT NULL AND index_version <> $version
+               THEN 'index_version ' || index_version || ' differs from --version ' || $version
+           WHEN content_hash IS NULL AND text IS NULL THEN 'neither content_hash nor text given'
+       END AS reason,
+       coalesce(content_hash, sha256(text)) AS hash
+FROM given;
+
+-- Of the rows that pass, the first of a chunk_id stands; a later one with other content is
+-- quarantined naming it, as a gold set's conflicting duplicate gold_id is. (A row refused for
+-- another reason, say of another index version, conflicts with nothing.)
+CREATE OR REPLACE TEMP TABLE stage_index_first AS
+SELECT chunk_id, arg_min(line, line) AS first_line, arg_min(hash, line) AS first_hash
+FROM stage_index_checked
+WHERE reason IS NULL
+GROUP BY chunk_id;
 
 -- a version is one snapshot, whichever file it came from before
 DELETE FROM index_chunks WHERE index_version = $version;
@@ -21,33 +42,24 @@ DELETE FROM quarantine WHERE kind = 'index' AND version = $version;
 DELETE FROM ingest_files WHERE kind = 'index' AND version = $version;
 
 INSERT INTO quarantine (kind, version, source, line, reason, raw)
-SELECT 'index', $version, $source, line,
-       CASE
-           WHEN type_error IS NOT NULL THEN type_error
-           WHEN chunk_id IS NULL OR trim(chunk_id) = '' THEN 'missing or null required field: chunk_id'
-           WHEN index_version IS NOT NULL AND index_version <> $version
-               THEN 'index_version ' || index_version || ' differs from --version ' || $version
-           WHEN content_hash IS NULL AND text IS NULL THEN 'neither content_hash nor text given'
-           ELSE 'conflicting duplicate chunk_id ' || chunk_id
-       END,
-       left(coalesce(raw, to_json({'line': line, 'index_version': index_version,
-                                    'chunk_id': chunk_id, 'content_hash': content_hash,
-                                    'text': text, 'type_error': type_error})::VARCHAR),
+SELECT 'index', $version, $source, s.line,
+       coalesce(s.reason, 'conflicting duplicate chunk_id ' || s.chunk_id
+                          || ' (first at line ' || f.first_line || ')'),
+       left(coalesce(s.raw, to_json({'line': s.line, 'index_version': s.index_version,
+                                      'chunk_id': s.chunk_id, 'content_hash': s.content_hash,
+                                      'text': s.text, 'type_error': s.type_error})::VARCHAR),
             $raw_limit)
-FROM stage_index_given s
-WHERE type_error IS NOT NULL OR chunk_id IS NULL OR trim(chunk_id) = ''
-   OR (index_version IS NOT NULL AND index_version <> $version)
-   OR (content_hash IS NULL AND text IS NULL)
-   OR chunk_id IN (
-       SELECT chunk_id FROM stage_index_given
-       GROUP BY chunk_id
-       HAVING count(DISTINCT coalesce(content_hash, sha256(text))) > 1);
+FROM stage_index_checked s
+LEFT JOIN stage_index_first f USING (chunk_id)
+WHERE s.reason IS NOT NULL OR s.hash <> f.first_hash;
 
+-- identical copies are one chunk; its text is the first copy's that has one
 INSERT INTO index_chunks (index_version, chunk_id, content_hash, text)
-SELECT $version, chunk_id, any_value(coalesce(content_hash, sha256(text))), any_value(text)
-FROM stage_index_given
-WHERE line NOT IN (SELECT line FROM quarantine
-                   WHERE kind = 'index' AND source = $source AND version = $version)
-GROUP BY chunk_id;
+SELECT $version, s.chunk_id, f.first_hash, arg_min(s.text, s.line) FILTER (s.text IS NOT NULL)
+FROM stage_index_checked s
+JOIN stage_index_first f USING (chunk_id)
+WHERE s.reason IS NULL AND s.hash = f.first_hash
+GROUP BY s.chunk_id, f.first_hash;
 
-DROP VIEW stage_index_given;
+DROP TABLE stage_index_checked;
+DROP TABLE stage_index_first;

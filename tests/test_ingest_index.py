@@ -10,16 +10,40 @@ import pytest
 
 from pipeline.errors import RecallwatchError
 from pipeline.ingest import ingest_index
+from tests.conftest import write_jsonl
 
 
 def test_index_manifest_hashes_text_and_quarantines_bad_rows(con, tmp_path):
     pq.write_table(pa.table({"chunk_id": ["a", "b", None, "b"],
                              "text": ["A", "B", "C", "other"]}), tmp_path / "m.parquet")
     result = ingest_index(con, str(tmp_path / "m.parquet"), "idx-1")
-    assert (result.read, result.loaded, result.quarantined) == (4, 1, 3)
-    (chunk, digest), = con.sql("SELECT chunk_id, content_hash FROM index_chunks").fetchall()
+    assert (result.read, result.loaded, result.quarantined) == (4, 2, 2)
     import hashlib
-    assert (chunk, digest) == ("a", hashlib.sha256(b"A").hexdigest())
+    # the first copy of b stands; the later one with other content is quarantined, as a gold
+    # set's conflicting duplicate is
+    assert con.sql("SELECT chunk_id, content_hash, text FROM index_chunks ORDER BY 1"
+                   ).fetchall() == [("a", hashlib.sha256(b"A").hexdigest(), "A"),
+                                    ("b", hashlib.sha256(b"B").hexdigest(), "B")]
+    assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
+        (3, "missing or null required field: chunk_id"),
+        (4, "conflicting duplicate chunk_id b (first at line 2)")]
+
+
+def test_a_row_refused_for_another_reason_conflicts_with_no_copy(con, tmp_path):
+    # one export of two index versions whose chunk c1 changed between them: the row of the
+    # other version took the valid row of c1 with it, and c1 was reported not in the index
+    write_jsonl(tmp_path / "m.jsonl", [
+        {"index_version": "idx-1", "chunk_id": "c1", "text": "old text"},
+        {"index_version": "idx-1", "chunk_id": "x", "text": "other"},
+        {"index_version": "idx-2", "chunk_id": "c1", "text": "new text"},
+        {"index_version": "idx-1", "chunk_id": "x", "content_hash": "f" * 64, "text": ""}])
+    result = ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
+    assert (result.loaded, result.quarantined) == (2, 2)
+    assert con.sql("SELECT chunk_id, text FROM index_chunks ORDER BY 1").fetchall() == [
+        ("c1", "old text"), ("x", "other")]
+    assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
+        (3, "index_version idx-2 differs from --version idx-1"),
+        (4, "conflicting duplicate chunk_id x (first at line 2)")]
 
 
 def test_unreadable_index_manifest_is_one_clear_error(con, tmp_path):
