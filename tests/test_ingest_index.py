@@ -131,6 +131,27 @@ def test_uuid_or_date_looking_ids_stay_text(con, tmp_path):
         ("6e4d7e4f-1c6c-4d3f-8b5f-2d3e4f5a6b7c",)]
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet", "csv"])
+def test_an_index_version_given_as_a_whole_number_is_its_digits_as_in_a_log(con, tmp_path, fmt):
+    # a log's `"index_version": 2` is the version "2"; the same manifest as JSON Lines or
+    # Parquet was refused whole ("index_version is not a string")
+    path = tmp_path / f"m.{fmt}"
+    if fmt == "jsonl":
+        write_jsonl(path, [{"index_version": 2, "chunk_id": "a", "text": "A"},
+                           {"index_version": 2.5, "chunk_id": "b", "text": "B"}])
+    elif fmt == "parquet":
+        pq.write_table(pa.table({"index_version": pa.array([2, 3], pa.int64()),
+                                 "chunk_id": ["a", "b"], "text": ["A", "B"]}), path)
+    else:
+        path.write_text("index_version,chunk_id,text\n2,a,A\n3,b,B\n")
+    result = ingest_index(con, str(path), "2")
+    assert (result.loaded, result.quarantined) == (1, 1)
+    assert con.sql("SELECT index_version, chunk_id FROM index_chunks").fetchall() == [("2", "a")]
+    [(reason,)] = con.sql("SELECT reason FROM quarantine").fetchall()
+    assert reason == ("index_version is not a string" if fmt == "jsonl"
+                      else "index_version 3 differs from --version 2")
+
+
 def test_whole_decimal_chunk_ids_load_as_their_integer(con, tmp_path):
     # as a log's decimal(p, 0) IDs do (Spark and database exports write integers so)
     from decimal import Decimal

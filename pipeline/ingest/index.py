@@ -232,17 +232,21 @@ def _load_staged(con, file: Path, version: str, digest: str,
     return record_file(con, "index", source, version, digest, "", n_read, n_read - n_bad, n_bad)
 
 
+ID_COLUMNS = ("chunk_id", "index_version")
+
+
 def _manifest_value(column: str, sql_type: str | None,
                     bind: BoundValues) -> tuple[str, str | None]:
     """(the column as text, a CASE branch giving its reason when a value is not text) by the
-    type DuckDB read it as. IDs may be whole numbers, of any size (7 and "7" are one ID); a
-    list, an object, a float or a bool is no ID, and JSON text is taken without its quotes."""
+    type DuckDB read it as. IDs (`chunk_id`, and `index_version` as in a log) may be whole
+    numbers, of any size (7 and "7" are one ID); a list, an object, a float or a bool is no
+    ID, and JSON text is taken without its quotes."""
     q = quote_identifier(column)
     if sql_type is None:
         return f"NULL::VARCHAR AS {q}", None
     reason = f"{column} is not a string"
     if sql_type == "JSON":
-        allowed = bind(["VARCHAR", "BIGINT", "UBIGINT", "NULL"] if column == "chunk_id"
+        allowed = bind(["VARCHAR", "BIGINT", "UBIGINT", "NULL"] if column in ID_COLUMNS
                        else ["VARCHAR", "NULL"])
         # an integer beyond 64 bits is read as a double with its text kept: its digits
         typed = (f"CASE WHEN json_type({q}) = 'DOUBLE' AND regexp_full_match({q}::VARCHAR, "
@@ -254,7 +258,7 @@ def _manifest_value(column: str, sql_type: str | None,
     whole_number = sql_type in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
                                 "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT") \
         or re.fullmatch(r"DECIMAL\(\d+,\s*0\)", sql_type) is not None
-    if sql_type in ("VARCHAR", "UUID") or (column == "chunk_id" and whole_number):
+    if sql_type in ("VARCHAR", "UUID") or (column in ID_COLUMNS and whole_number):
         return f"CAST({q} AS VARCHAR) AS {q}", None
     return f"NULL::VARCHAR AS {q}", f"WHEN {q} IS NOT NULL THEN {bind(reason)}"
 
