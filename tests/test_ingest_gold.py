@@ -27,6 +27,33 @@ def test_gold_set_bad_rows_are_quarantined_and_versions_are_immutable(con, tmp_p
         ingest_gold(con, str(path), "v1")
 
 
+def test_the_same_goldens_re_exported_are_the_loaded_version_and_other_goldens_are_not(
+        con, tmp_path):
+    # a scheduled `run --gold` given a re-export of the same gold set (keys and rows in another
+    # order, or as CSV) failed every run with "already loaded ... with different content"
+    goldens = [golden("g-1", ["a", "b"]), golden("g-2", ["c"], question="q2", reference="r")]
+    ingest_gold(con, str(write_jsonl(tmp_path / "gold.jsonl", goldens)), "v1")
+    reordered = [dict(reversed(list(g.items()))) for g in reversed(goldens)]
+    again = ingest_gold(con, str(write_jsonl(tmp_path / "export.jsonl", reordered)), "v1")
+    assert again.skipped and (again.read, again.loaded, again.quarantined) == (2, 2, 0)
+    (tmp_path / "export.csv").write_text(
+        "question,gold_id,gold_chunk_ids,reference\n"
+        "What is the minimum balance?,g-1,a|b,\nq2,g-2,c,r\n")
+    assert ingest_gold(con, str(tmp_path / "export.csv"), "v1").skipped
+    assert con.sql("SELECT count(*) FROM goldens").fetchall() == [(2,)]
+    # another golden, one golden more, or the same goldens with a record more to quarantine
+    for name, records, said in (
+            ("other", [goldens[0], golden("g-2", ["d"], question="q2", reference="r")],
+             "1 differ, e.g. 'g-2'"),
+            ("more", [*goldens, golden("g-3", ["e"], question="q3")], "1 differ, e.g. 'g-3'"),
+            ("bad", [*goldens, "{oops"], "1 records quarantined where it had 0")):
+        path = write_jsonl(tmp_path / f"{name}.jsonl", records)
+        with pytest.raises(RecallwatchError, match="already loaded") as error:
+            ingest_gold(con, str(path), "v1")
+        assert said in str(error.value)
+    assert con.sql("SELECT count(*) FROM goldens").fetchall() == [(2,)]
+
+
 def test_gold_set_from_csv(con, tmp_path):
     (tmp_path / "gold.csv").write_text(
         'gold_id,question,gold_chunk_ids,reference\n'

@@ -62,37 +62,26 @@ def ingest_gold(con, path: str, version: str, index_version: str | None = None) 
         raise RecallwatchError(
             f"gold version {version!r} is already loaded and {named}; load it under a new "
             "--version to compare its chunk IDs otherwise.")
+    if loaded and loaded[0][0] == digest:  # the same gold set, maybe from a copy of the file
+        first = previous_ingest(con, "gold", loaded[0][1], version)
+        counts = (first.n_read, first.n_loaded, first.n_quarantined) if first else (0, 0, 0)
+        return FileResult(source, *counts, skipped=True)
+
+    rows, bad, n_read = _read_goldens(file)
     if loaded:
-        if loaded[0][0] == digest:  # the same gold set, maybe from a copy of the file
-            first = previous_ingest(con, "gold", loaded[0][1], version)
-            counts = (first.n_read, first.n_loaded, first.n_quarantined) if first else (0, 0, 0)
-            return FileResult(source, *counts, skipped=True)
+        # another file: the same goldens (re-exported, keys or rows in another order, another
+        # format) are the same gold set; anything else is another version
+        differ = _goldens_differing(con, version, rows)
+        first = previous_ingest(con, "gold", loaded[0][1], version)
+        if not differ and first is not None and first.n_quarantined == len(bad):
+            return FileResult(source, n_read, n_read - len(bad), len(bad), skipped=True)
+        what = (f"other goldens ({len(differ)} differ, e.g. {differ[0]!r})" if differ
+                else f"{len(bad)} records quarantined where it had "
+                     f"{first.n_quarantined if first else 0}")
         raise RecallwatchError(
-            f"gold version {version!r} is already loaded from {loaded[0][1]} with different "
-            "content; load the new gold set under a new --version."
+            f"gold version {version!r} is already loaded from {loaded[0][1]}, and {source} "
+            f"holds {what}; load the new gold set under a new --version."
         )
-
-    good: dict[str, tuple[int, dict]] = {}
-    bad: list[tuple[int, str, str]] = []
-    n_read = 0
-    for line, record, reason, raw in table_records(file):
-        n_read += 1
-        if record is not None and ragas.is_sample(record):
-            record, reason = ragas.golden(record)
-        if record is not None:
-            row, reason = _check_golden(record)
-        if reason:
-            bad.append((line, reason, raw))
-            continue
-        if row["gold_id"] in good:
-            first_line, first_row = good[row["gold_id"]]
-            if first_row != row:
-                bad.append((line, f"conflicting duplicate gold_id {row['gold_id']} "
-                                  f"(first at line {first_line})", raw))
-            continue  # an identical repeat is the same golden
-        good[row["gold_id"]] = (line, row)
-
-    rows = [row for _, row in good.values()]
     if not rows:
         # the newest gold set is the one scoring uses: an empty one would make every request
         # no_gold_match without a word
@@ -122,6 +111,44 @@ def ingest_gold(con, path: str, version: str, index_version: str | None = None) 
             {"v": version, "s": source, "h": digest, "n": len(rows), "i": index_version})
         return record_file(con, "gold", source, version, digest, "", n_read,
                            n_read - len(bad), len(bad))
+
+
+def _read_goldens(file: Path) -> tuple[list[dict], list[tuple[int, str, str]], int]:
+    """The goldens of a gold-set file in file order, its quarantined records (line, reason,
+    raw) and the number of records read. An identical repeat of a golden is the same golden;
+    a later one with other content is quarantined."""
+    good: dict[str, tuple[int, dict]] = {}
+    bad: list[tuple[int, str, str]] = []
+    n_read = 0
+    for line, record, reason, raw in table_records(file):
+        n_read += 1
+        if record is not None and ragas.is_sample(record):
+            record, reason = ragas.golden(record)
+        if record is not None:
+            row, reason = _check_golden(record)
+        if reason:
+            bad.append((line, reason, raw))
+            continue
+        if row["gold_id"] in good:
+            first_line, first_row = good[row["gold_id"]]
+            if first_row != row:
+                bad.append((line, f"conflicting duplicate gold_id {row['gold_id']} "
+                                  f"(first at line {first_line})", raw))
+            continue  # an identical repeat is the same golden
+        good[row["gold_id"]] = (line, row)
+    return [row for _, row in good.values()], bad, n_read
+
+
+def _goldens_differing(con, version: str, rows: list[dict]) -> list[str]:
+    """The gold_ids, sorted, whose golden in `rows` is not the one loaded as `version` (or is
+    only on one side)."""
+    fields = ("question", "reference", *_GOLD_LISTS)
+    loaded = {gold_id: values for gold_id, *values in con.execute(
+        f"SELECT gold_id, {', '.join(fields)} FROM goldens WHERE gold_version = $v",
+        {"v": version}).fetchall()}
+    given = {row["gold_id"]: [row[f] for f in fields] for row in rows}
+    return sorted(gold_id for gold_id in loaded.keys() | given.keys()
+                  if loaded.get(gold_id) != given.get(gold_id))
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
