@@ -65,6 +65,29 @@ def test_gold_set_from_csv(con, tmp_path):
         "g-1": ["a", "b"], "g-2": ["c", "d"]}
 
 
+def test_a_gold_csv_written_by_pandas_reads_its_list_cells_and_bracketed_text(con, tmp_path):
+    # DataFrame.to_csv writes a list as its repr (['c1', 'c2']): every golden was quarantined
+    # as "not valid JSON" and the file refused; a passage starting "[1] " was refused too
+    import pandas as pd
+
+    pd.DataFrame({"gold_id": ["g-1", "g-2", "g-3"], "question": ["q1", "q2", "q3"],
+                  "gold_chunk_ids": [["c1", "c2"], [7, "c3"], ["x"]],
+                  "gold_passages": [["[1] The fee is ten.", "it's \"quoted\""], [], ["a"]]}
+                 ).to_csv(tmp_path / "gold.csv", index=False)
+    with open(tmp_path / "gold.csv", "a", encoding="utf-8") as fh:
+        fh.write('g-4,q4,"[\'c1\', \'c2\'",\ng-5,q5,c9,[1] The fee is ten.\n')
+    result = ingest_gold(con, str(tmp_path / "gold.csv"), "v1")
+    assert (result.loaded, result.quarantined) == (4, 1)
+    assert con.sql("SELECT gold_id, gold_chunk_ids, gold_passages FROM goldens ORDER BY 1"
+                   ).fetchall() == [
+        ("g-1", ["c1", "c2"], ["[1] The fee is ten.", 'it\'s "quoted"']),
+        ("g-2", ["7", "c3"], []), ("g-3", ["x"], ["a"]),
+        ("g-5", ["c9"], ["[1] The fee is ten."])]
+    # a list cell cut short is refused, not read as text
+    assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [
+        (5, "gold_chunk_ids is not valid JSON")]
+
+
 def test_gold_csv_that_is_not_utf8_is_one_clear_error(con, tmp_path):
     (tmp_path / "gold.csv").write_bytes(b"gold_id,question,gold_chunk_ids\ng-1,caf\xe9?,a|b\n")
     with pytest.raises(RecallwatchError, match="not valid UTF-8"):

@@ -251,7 +251,7 @@ def _list(value, *, ids: bool = False):
             value = json.loads(text)
         except ValueError:
             try:
-                value = _python_list(text)    # pandas writes a list to CSV as its repr
+                value = python_list(text)    # pandas writes a list to CSV as its repr
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 return _BAD
     if not isinstance(value, list | tuple):
@@ -259,7 +259,7 @@ def _list(value, *, ids: bool = False):
     return [text_id(item) for item in value] if ids else list(value)
 
 
-def _python_list(text: str):
+def python_list(text: str):
     """Python text of a list as pandas writes it to CSV: a list's repr (['a', 'b']), or a
     numpy array's, as a dataset pandas read from Parquet holds its lists: ['a' 'b'],
     items apart by spaces or line breaks, no commas, which ast.literal_eval would run

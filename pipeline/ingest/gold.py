@@ -227,8 +227,11 @@ def _blank(value) -> bool:
 
 
 def _as_list(value, field: str) -> tuple[list[str] | None, str | None]:
-    """A list field of a golden: a JSON list, a JSON-encoded list (CSV), or '|'-separated
-    text (CSV). IDs compare as strings."""
+    """A list field of a golden: a JSON list, a JSON-encoded list (CSV), a list as pandas
+    writes one to CSV (its Python repr, as a RAGAS CSV holds), or '|'-separated text (CSV).
+    Text starting with '[' that is none of these lists is refused, but for a passage or claim
+    that does not end with ']' either: that is text ("[1] The fee ..."). IDs compare as
+    strings."""
     if value is None or value == "":
         return [], None
     if isinstance(value, str):
@@ -237,8 +240,13 @@ def _as_list(value, field: str) -> tuple[list[str] | None, str | None]:
             try:
                 value = json.loads(text)
             except ValueError:
-                return None, f"{field} is not valid JSON"
-        else:
+                try:
+                    value = ragas.python_list(text)
+                except (ValueError, SyntaxError, MemoryError, RecursionError):
+                    if field == "gold_chunk_ids" or text.endswith("]"):
+                        return None, f"{field} is not valid JSON"
+                    value = None
+        if isinstance(value, str) or value is None:
             return [part.strip() for part in text.split("|") if part.strip()], None
     if not isinstance(value, list | tuple):
         return None, f"{field} is not a list"
