@@ -81,11 +81,16 @@ def announce_rebuild(airflow_url: str, index_version: str, manifest: str, live_f
     headers = {}
     if user:
         login = _call(base, "POST", "/auth/token", {"username": user, "password": password},
-                      {}, timeout)
+                      {}, timeout, needs="access_token")
         headers["Authorization"] = f"Bearer {login['access_token']}"
     query = urllib.parse.urlencode({"uri_pattern": REBUILD_ASSET, "limit": 100})
-    found = _call(base, "GET", f"/api/v2/assets?{query}", None, headers, timeout)
-    ids = [a["id"] for a in found.get("assets", [])
+    found = _call(base, "GET", f"/api/v2/assets?{query}", None, headers, timeout,
+                  needs="assets")
+    assets = found["assets"]
+    if not isinstance(assets, list) or not all(isinstance(a, dict) and "id" in a
+                                               for a in assets):
+        raise _not_its_answer(base, "GET", "/api/v2/assets")
+    ids = [a["id"] for a in assets
            if REBUILD_ASSET.rstrip("/") in (a.get("name"), str(a.get("uri", "")).rstrip("/"))]
     if not ids:
         raise RecallwatchError(f"Airflow at {base} knows no asset {REBUILD_ASSET}: deploy the "
@@ -117,10 +122,16 @@ _ADVICE = {
 }
 
 
+def _not_its_answer(base: str, method: str, endpoint: str) -> RecallwatchError:
+    return RecallwatchError(f"Airflow at {base} answered {method} {endpoint} with JSON that is "
+                            "not the api-server's answer: is --airflow-url the api-server's "
+                            "address?")
+
+
 def _call(base: str, method: str, path: str, body: dict | None, headers: dict[str, str],
-          timeout: float) -> dict:
-    """One JSON request; any failure becomes one RecallwatchError sentence that holds no
-    password or token."""
+          timeout: float, needs: str | None = None) -> dict:
+    """One JSON request whose answer is an object (holding the key `needs`); any failure
+    becomes one RecallwatchError sentence that holds no password or token."""
     request = urllib.request.Request(
         base + path, method=method,
         data=None if body is None else json.dumps(body).encode("utf-8"),
@@ -129,7 +140,7 @@ def _call(base: str, method: str, path: str, body: dict | None, headers: dict[st
     endpoint = path.split("?")[0]
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read() or b"{}")
+            answer = json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as exc:
         exc.close()
         advice = _ADVICE.get((endpoint, exc.code),
@@ -145,6 +156,9 @@ def _call(base: str, method: str, path: str, body: dict | None, headers: dict[st
         raise RecallwatchError(f"Airflow at {base} answered {method} {endpoint} with something "
                                "other than JSON: is --airflow-url the api-server's address?"
                                ) from None
+    if not isinstance(answer, dict) or (needs is not None and needs not in answer):
+        raise _not_its_answer(base, method, endpoint)
+    return answer
 
 
 # --------------------------------------------------------------------------- failed tasks

@@ -218,6 +218,46 @@ def test_unreachable_airflow_is_one_sentence():
                                  "--airflow-url and that its api-server is running.")
 
 
+class OtherService(BaseHTTPRequestHandler):
+    """A server that is not Airflow's api-server: it answers every request 200 with the JSON
+    body it was given."""
+
+    def _answer(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        data = self.server.world["body"].encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("body, user, endpoint", [
+    ("{}", "admin", "POST /auth/token"), ("[]", None, "GET /api/v2/assets"),
+    ('"hello"', None, "GET /api/v2/assets"), ('{"assets": [1]}', None, "GET /api/v2/assets"),
+    ('{"assets": {}}', None, "GET /api/v2/assets")])
+def test_an_answer_of_another_shape_is_one_sentence_not_an_internal_error(body, user, endpoint):
+    # --airflow-url at a proxy or another service answering JSON of another shape ended in
+    # "internal error: KeyError: 'access_token'" (exit 1)
+    server = _serve(OtherService, {"body": body})
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(RecallwatchError) as caught:
+            announce_rebuild(url, "idx-v2", "/data/idx-v2.parquet", "2026-10-21", user=user,
+                             password="hunter2" if user else None)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert str(caught.value) == (f"Airflow at {url} answered {endpoint} with JSON that is not "
+                                 "the api-server's answer: is --airflow-url the api-server's "
+                                 "address?")
+
+
 @pytest.mark.parametrize(("url", "user", "password", "live_from", "message"), [
     ("http://admin:hunter2@127.0.0.1:1", None, None, "2026-10-21",
      "--airflow-url must be the api-server's http(s) URL without a user or password"),
