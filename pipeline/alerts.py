@@ -17,9 +17,9 @@ longer bears out is put right: the episode's new resolution day is sent, or, whi
 resolved, an `unresolved` message says so (so too when a new gold set judges the same opening
 resolved elsewhere, or still going on). A resolution waits on a channel that has not got
 its episode's opening. A channel set up on a warehouse with history (`alert_channels`: when
-alerting began on it) pages only what is news: an episode that had resolved by then is
-recorded as `past` and never sent. Channel settings come from the environment or a TOML
-file; URLs, tokens and passwords are never printed, logged or stored."""
+alerting began on it, in the data's time) pages only what is news: an episode that had
+resolved by then is recorded as `past` and never sent. Channel settings come from the
+environment or a TOML file; URLs, tokens and passwords are never printed, logged or stored."""
 
 from __future__ import annotations
 
@@ -714,15 +714,19 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
 
 
 def channels_since(con, names: list[str], now: datetime, *, record: bool) -> dict[str, datetime]:
-    """When alerting began on each channel (table alert_channels): the first call that had it,
-    `now` for one never seen (recorded when `record`); a channel of an earlier release, with
-    alerts rows but no alert_channels row, began with its first try."""
+    """When alerting began on each channel (table alert_channels), in the data's time: the end
+    of the last window drift had judged at the first call that had it (recorded when `record`;
+    the earliest time when nothing was judged yet), so a day-by-day replay of history (an
+    Airflow catchup) pages what each day brings, as the days did. A channel of an earlier
+    release, with alerts rows but no alert_channels row, began with its first try; rows of an
+    earlier release hold the clock's time of that first call."""
+    ((judged,),) = con.execute("SELECT max(window_end) FROM drift_events").fetchall()
     since = {}
     for name in names:
         ((known, first),) = con.execute(
             "SELECT (SELECT min(since) FROM alert_channels WHERE channel = $c), "
             "(SELECT min(first_tried) FROM alerts WHERE channel = $c)", {"c": name}).fetchall()
-        since[name] = known or first or now
+        since[name] = known or first or judged or datetime.min
         if known is None and record:
             with transaction(con):
                 con.execute("INSERT INTO alert_channels VALUES ($c, $since)",

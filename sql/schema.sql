@@ -358,7 +358,9 @@ ALTER TABLE alerts ADD COLUMN IF NOT EXISTS direction VARCHAR;
 -- others; its retries go to them alone, so nobody gets a page twice (NULL: all, or none).
 ALTER TABLE alerts ADD COLUMN IF NOT EXISTS undelivered_to VARCHAR[];
 
--- One row per alert channel: when alerting began on it (the first `alert` that had it). The
+-- One row per alert channel: when alerting began on it, in the data's time (the end of the
+-- last window drift had judged at the first `alert` that had it; an earlier release stored
+-- the clock's time of that call). The
 -- events of an episode that had resolved by then are recorded in `alerts` as `past`, never
 -- sent: setting up a channel on a warehouse with history pages only what is still open.
 CREATE TABLE IF NOT EXISTS alert_channels (

@@ -382,6 +382,35 @@ def test_a_channel_set_up_on_a_history_pages_only_the_episode_still_open(warehou
     assert (third.sent, third.past) == (0, 4) and not hook.on("/services/T0/B0/xyz")
 
 
+def test_a_replay_of_history_pages_a_drop_a_late_day_moved_as_the_days_did(warehouse, hook):
+    # an Airflow catchup replays October long after it: the drop was paged opened and resolved
+    # as the days came; corrected logs of day 8 then move its start to day 10. The moved drop
+    # is news (README) but was recorded past: alerting began at the clock's time of the first
+    # call, after every day of the replay had resolved
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    clock = day(90)
+    for number in range(1, RESOLVED_DAY + 2):
+        insert_replay_day(warehouse, number)
+        send_alerts(warehouse, CONFIG, channels, now=clock + timedelta(minutes=number),
+                    backoff=0.01)
+    assert [(e[0], e[2]) for e in events_sent(hook)] == [("opened", "ep-all-1"),
+                                                        ("resolved", "ep-all-1")]
+    void_from(warehouse, OPENED_DAY)
+    for number in range(OPENED_DAY, RESOLVED_DAY + 2):
+        state, decision = ("none", "stable") if number < 10 or number > RESOLVED_DAY else (
+            ("opened" if number == 10 else "resolved" if number == RESOLVED_DAY
+             else "ongoing"), "stable" if number == RESOLVED_DAY else "drop")
+        insert_drift(warehouse, number, state=state, decision=decision,
+                     episode=None if state == "none" else "ep-all-2")
+
+    summary = send_alerts(warehouse, CONFIG, channels, now=clock + timedelta(hours=1),
+                          backoff=0.01)
+
+    assert (summary.sent, summary.past) == (2, 0)
+    assert [(e[0], e[2], e[3]) for e in events_sent(hook)][2:] == [
+        ("opened", "ep-all-2", "2026-11-10"), ("resolved", "ep-all-2", "2026-11-15")]
+
+
 def test_a_past_episode_stays_past_when_a_new_gold_set_moves_its_resolution(warehouse, hook):
     # recorded as past under g1; g2 re-judges the same drop, which now resolves a day later:
     # its resolution is not news on a channel that never got the opening
