@@ -214,6 +214,10 @@ def _url(value: object, setting: str) -> str:
     if parts is None or re.search(r"\s", text):
         raise RecallwatchError(f"{setting} must be an http:// or https:// URL (its value is not "
                                "shown, as it may hold a token).")
+    if not text.isascii() or re.search(r"[\x00-\x1f\x7f]", text):   # http.client sends neither
+        raise RecallwatchError(f"{setting} must be a URL of printable ASCII characters, others "
+                               "percent-encoded (its value is not shown, as it may hold a "
+                               "token).")
     if "@" in parts.netloc:   # the request would look up "user:secret@host" as a host name
         raise RecallwatchError(f"{setting} must be a URL without a user or password before its "
                                "host (its value is not shown): a webhook takes its token in the "
@@ -541,6 +545,9 @@ def _deliver(channel: Channel, message: AlertMessage, *, now: datetime, timeout:
         raise ValueError(f"unknown channel {channel.name!r}")
 
 
+MASKED_LENGTH = 8   # secrets this long or longer are masked in a failure's reason
+
+
 def describe_failure(exc: BaseException, channel: Channel) -> str:
     """Why an attempt failed, in a few words that hold no URL, token or password."""
     if isinstance(exc, urllib.error.HTTPError):
@@ -568,8 +575,12 @@ def describe_failure(exc: BaseException, channel: Channel) -> str:
         text = exc.strerror.lower()
     else:
         text = type(exc).__name__
-    for secret in channel.secrets:  # belt and braces: a server's reason text could echo one
-        text = text.replace(secret, "***")
+    # belt and braces: the words above are smtplib's, the system's or ours, and hold no URL
+    # or password; should one ever echo a secret, it goes. A short one is left, since masking
+    # each "p" or "server" would garble the reason and show where the secret occurs in it.
+    for secret in sorted(channel.secrets, key=len, reverse=True):
+        if len(secret) >= MASKED_LENGTH:
+            text = text.replace(secret, "***")
     return text
 
 

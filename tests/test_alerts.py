@@ -1063,6 +1063,25 @@ def test_a_non_ascii_address_a_server_cannot_take_says_what_it_lacks(warehouse):
     assert "STARTTLS" not in down.deliveries[0].error
 
 
+@pytest.mark.parametrize("password", ["p", "server"])
+def test_a_short_password_does_not_garble_the_reason_a_delivery_failed(warehouse, password):
+    # a server without AUTH: the reason read "SMTP AUTH extension not su******orted by server"
+    # with the password "p", and "SMTP *** lacks what the mail needs: ... by ***" with "server"
+    insert_replay_day(warehouse, OPENED_DAY)
+    no_auth = Controller(Mailbox(), hostname="127.0.0.1", port=_free_port())
+    no_auth.start()
+    try:
+        channel = Channel("email", host="127.0.0.1", port=no_auth.port, sender=SENDER,
+                          recipients=(RECIPIENT,), user="u", password=password)
+        down = send_alerts(warehouse, CONFIG, [channel], now=morning_after(8), retries=1,
+                           backoff=0.01)
+    finally:
+        no_auth.stop()
+    assert down.failed == 1
+    assert down.deliveries[0].error == ("SMTP server lacks what the mail needs: SMTP AUTH "
+                                        "extension not supported by server.")
+
+
 def test_control_characters_of_a_slice_reach_no_mail_header_nor_terminal(
         warehouse, smtp, tmp_path, monkeypatch, capsys):
     slice_ = "tag=a\x00b\x1b[31mred\x7f\nwebhook resolved slice all"
@@ -1193,6 +1212,11 @@ def test_channels_from_file_reads_env_indirections(tmp_path):
      "RECALLWATCH_SLACK_WEBHOOK_URL"),
     ({"RECALLWATCH_WEBHOOK_URL": f"http://example.com:99999/{SMTP_PASSWORD}"},
      "RECALLWATCH_WEBHOOK_URL"),
+    # http.client cannot send these: every delivery failed (UnicodeEncodeError, InvalidURL)
+    ({"RECALLWATCH_WEBHOOK_URL": f"http://example.com/h\u00e9/{SMTP_PASSWORD}"},
+     "RECALLWATCH_WEBHOOK_URL"),
+    ({"RECALLWATCH_SLACK_WEBHOOK_URL": f"https://hooks.slack.com/x\x7f/{SMTP_PASSWORD}"},
+     "RECALLWATCH_SLACK_WEBHOOK_URL"),
     # urllib would look up "user:secret@example.com" as a host name, and port 0 is no port
     ({"RECALLWATCH_WEBHOOK_URL": f"https://user:{SMTP_PASSWORD}@example.com/hook"},
      "RECALLWATCH_WEBHOOK_URL"),
