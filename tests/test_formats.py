@@ -663,6 +663,25 @@ def test_multi_turn_sample_is_quarantined(con, tmp_path):
     assert json.loads(raw) == json.loads(json.dumps(rows[1]))
 
 
+def test_a_multi_turn_sample_saved_to_csv_is_quarantined_not_read_as_a_question(con, tmp_path):
+    # pandas writes the list of messages as its repr: it loaded as the question
+    # "[{'content': 'hi', ...}]", matching no golden
+    rows = ragas_dataset(SAMPLES[:1])
+    turns = [{"content": "hi", "type": "human"}, {"content": "hello", "type": "ai"},
+             {"content": "what is the fee?", "type": "human"}]
+    rows.append({**rows[0], "user_input": turns})
+    rows.append({**rows[0], "user_input": "[{not a list}] of things"})   # a question
+    pd.DataFrame(rows).to_csv(tmp_path / "eval.csv", index=False)
+    summary = ingest_logs(con, [str(tmp_path / "eval.csv")])
+    assert (summary.loaded, summary.quarantined) == (2, 1)
+    ((line, reason),) = con.sql("SELECT line, reason FROM quarantine").fetchall()
+    assert line == 3 and "multi-turn sample saved to CSV" in reason
+    gold = ingest_gold(con, str(tmp_path / "eval.csv"), "v1")
+    assert (gold.loaded, gold.quarantined) == (2, 1)
+    assert con.sql("SELECT reason FROM quarantine WHERE kind = 'gold'").fetchall() == [
+        (reason,)]
+
+
 # -------------------------------------------------------------------------------- detection
 
 def test_file_matching_no_format_is_one_error_naming_what_each_expects(run_cli, tmp_path):

@@ -67,6 +67,8 @@ REQUIRED_FIELDS = ("timestamp", "index_version")
 # Native fields read from a column of their own name (or the one --columns names).
 OPTIONAL_FIELDS = ("session_id", "index_size", "k", "turn", "tags")
 MULTI_TURN = f"{USER_INPUT} is not a string (multi-turn samples are not supported)"
+MULTI_TURN_TEXT = (f"{USER_INPUT} is a list of messages (a multi-turn sample saved to CSV; "
+                   "multi-turn samples are not supported)")
 
 
 _BAD = object()   # a list column whose value is not a list
@@ -106,11 +108,36 @@ def gold_id(record: dict) -> tuple[str | None, str | None]:
     return "ragas-" + hashlib.sha256(question.encode("utf-8")).hexdigest()[:16], None
 
 
+def _turns_problem(query) -> str | None:
+    """Why `user_input` is not one question: a list of messages (a multi-turn sample), as
+    JSON holds it or as pandas writes it to CSV (the list's repr); None for a question."""
+    if query is None:
+        return None
+    if not isinstance(query, str):
+        return MULTI_TURN
+    text = query.strip()
+    if not (text.startswith("[{") and text.endswith("}]")):
+        return None
+    try:
+        turns = json.loads(text)
+    except ValueError:
+        try:
+            turns = python_list(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    is_messages = isinstance(turns, list) and turns and all(
+        isinstance(t, dict) and "content" in t for t in turns)
+    return MULTI_TURN_TEXT if is_messages else None
+
+
 def golden(record: dict) -> tuple[dict | None, str | None]:
     """A RAGAS sample as a native golden record (checked afterwards like any golden), or the
     reason it cannot be one."""
-    if not isinstance(record.get(USER_INPUT), str):
+    if record.get(USER_INPUT) is None:
         return None, MULTI_TURN
+    turns = _turns_problem(record.get(USER_INPUT))
+    if turns:
+        return None, turns
     given, problem = gold_id(record)
     if problem:
         return None, problem
@@ -187,7 +214,7 @@ def _request(line: int, record: dict, columns: dict[str, str], digest: str) -> d
         row[field] = _number(record.get(columns[field]))
     retrieved, problem = _retrieved(record)
     row["retrieved"] = retrieved
-    multi_turn = MULTI_TURN if not isinstance(query, str) and query is not None else None
+    multi_turn = _turns_problem(query)
     row["problem"] = next((p for p in (id_problem, multi_turn, gold_problem, index_problem,
                                        session_problem, tags_problem, problem) if p), None)
     return row
