@@ -191,6 +191,33 @@ def test_otlp_json_lines_from_the_sdk_score_as_the_native_records(con, tmp_path,
     assert result["summary"] == (3, 3, 0)
 
 
+def test_a_trace_exported_twice_into_one_file_is_one_request(con, tmp_path, native_outcome):
+    # an exporter retried after a timeout, or two exports appended into one file: each span
+    # came twice, and a trace of one retrieval became an agentic request of two equal steps
+    path = tmp_path / "traces.jsonl"
+    trace_ids = traced(OtlpJsonLines(path), CASES)
+    text = path.read_text()
+    path.write_text(text + text)
+    result = load_and_score(con, tmp_path, path)
+    native_ids, expected = native_outcome
+    assert result == replace_ids(expected, dict(zip(native_ids, trace_ids, strict=True)))
+    assert con.sql("SELECT max(n_steps) FROM requests").fetchall() == [(2,)]
+
+
+def test_a_span_given_twice_with_other_content_quarantines_its_trace(con, tmp_path):
+    path = tmp_path / "traces.jsonl"
+    trace_ids = traced(OtlpJsonLines(path), CASES)
+    lines = path.read_text().splitlines()
+    changed = [line.replace('"fee?"', '"another fee?"') for line in lines]
+    assert changed != lines
+    path.write_text("\n".join(lines + changed) + "\n")
+    load_and_score(con, tmp_path, path)
+    ((reason,),) = con.sql("SELECT reason FROM quarantine WHERE kind = 'logs'").fetchall()
+    assert "is given twice with other content" in reason
+    assert sorted(r for (r,) in con.sql("SELECT request_id FROM requests").fetchall()) == \
+        sorted(t for t in trace_ids if t != trace_ids[1])
+
+
 def test_agentic_trace_is_scored_over_the_union_of_its_retriever_spans(con, tmp_path):
     path = tmp_path / "traces.jsonl"
     trace_ids = traced(OtlpJsonLines(path), CASES)

@@ -36,7 +36,7 @@ import gzip
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -157,7 +157,13 @@ def to_native(path: Path, out: Path, options) -> None:
     for span in spans:
         if span.trace_id:
             traces.setdefault(span.trace_id, []).append(span)
-    rows += [_request(trace_id, trace, sources) for trace_id, trace in traces.items()]
+    for trace_id, trace in traces.items():
+        spans_once, repeated = _spans_once(trace)
+        row = _request(trace_id, spans_once, sources)
+        if repeated and "problem" not in row:
+            row = {**{k: v for k, v in row.items()
+                      if k not in ("retrieved", "retrieval_steps")}, "problem": repeated}
+        rows.append(row)
     rows.sort(key=lambda row: row[LINE_COLUMN])
     pq.write_table(pa.Table.from_pylist(rows, schema=NATIVE_SCHEMA), out)
 
@@ -217,6 +223,23 @@ def _request(trace_id: str, trace: list[Span], sources: dict[str, str]) -> dict:
     else:
         row["retrieval_steps"] = steps
     return row
+
+
+def _spans_once(trace: list[Span]) -> tuple[list[Span], str | None]:
+    """A trace's spans with a span given again (the trace exported twice into one file) kept
+    once, and the reason to quarantine the trace when a span id comes twice with other
+    content (which copy holds the request cannot be told)."""
+    first: dict[str, Span] = {}
+    kept = []
+    for span in trace:
+        if span.span_id is None or span.span_id not in first:
+            kept.append(span)
+            if span.span_id is not None:
+                first[span.span_id] = span
+        elif replace(first[span.span_id], number=0) != replace(span, number=0):
+            return kept, (f"span {span.span_id} is given twice with other content (spans "
+                          f"{first[span.span_id].number} and {span.number})")
+    return kept, None
 
 
 def _root(trace: list[Span]) -> Span:
