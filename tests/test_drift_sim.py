@@ -267,6 +267,34 @@ def test_fixed_look_at_small_traffic_errs_no_more_than_its_level(requests, mean,
     assert "welch_adjusted_cluster" in methods
 
 
+def skewed_days(rng, days: int, requests: int) -> dict:
+    """Day sums of skewed recalls, no sessions: 1 at 85.5 %, 0.9 at 9.5 %, 0 at 5 %."""
+    u = rng.random((days, requests))
+    recall = np.where(u < 0.855, 1.0, np.where(u < 0.95, 0.9, 0.0))
+    n = np.full(days, float(requests))
+    out = {"n": n, "n_clusters": n.copy(), "size_sq": n.copy(), "max_size": np.ones(days),
+           "any_session": np.zeros(days, dtype=bool)}
+    for prefix, values in (("recall", recall), ("pass", (recall >= 0.7) * 1.0),
+                           ("full", (recall >= 1.0) * 1.0)):
+        out[f"{prefix}_sum"] = values.sum(axis=1)
+        out[f"{prefix}_cluster_sq"] = (values * values).sum(axis=1)
+        out[f"{prefix}_cluster_cross"] = values.sum(axis=1)
+    return out
+
+
+def test_anytime_false_drops_stay_within_alpha_on_skewed_recalls_at_small_traffic():
+    # a baseline week of 5 requests a day that happened to hold no 0 had a t-bound far above
+    # the true mean: 0.11 of 300 unchanged worlds raised a false drop in 120 days (δ = 0)
+    rng = np.random.default_rng(11)
+    worlds = [skewed_days(rng, 120, 5) for _ in range(300)]
+    events = sim.judge_worlds(worlds, Config(drift_mode="anytime", drift_margin=0.0),
+                              metrics=("mean_recall",))
+    looks = sim.decisions(events)[:, BASELINE_DAYS:]
+    assert np.any(looks == "drop", axis=1).mean() <= ALPHA + _binomial_error(ALPHA, 300)
+    methods = {m for w in range(300) for m in events[(w, "all", "mean_recall")]["method"]}
+    assert "e_detector_bernstein_adjusted_t" in methods
+
+
 def test_a_window_without_data_names_the_method_of_its_baseline():
     rng = np.random.default_rng(43)
     days = sim.simulate_days(rng, np.full(10, 0.9), 20, sessions=False, chunks=1)
