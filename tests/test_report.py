@@ -484,6 +484,38 @@ def report_of(tmp_path, records: list[dict]) -> str:
     return Path(out).read_text(encoding="utf-8")
 
 
+def worst_section_of(tmp_path, missing: bool) -> str:
+    """The worst-goldens section of four goldens of three requests each, all finding their
+    chunk but, when `missing`, those of g0."""
+    from conftest import golden, request, write_jsonl
+
+    from pipeline.run import run
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden(f"g{i}", [f"c{i}"], question=f"q{i}")
+                                          for i in range(4)])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r{i}-{j}", ["x"] if missing and i == 0 else [f"c{i}"], gold_id=f"g{i}",
+                ts=f"2026-11-01T1{j}:00:00Z") for i in range(4) for j in range(3)])
+    with connect(tmp_path / "w.duckdb") as con:
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1")
+        html = Path(write_report(con, tmp_path / "report")).read_text(encoding="utf-8")
+    return html[html.index('<section id="worst">'):html.index('<section id="slices">')]
+
+
+def test_worst_goldens_list_only_goldens_that_missed(tmp_path):
+    # one of four goldens ever misses: the three that found everything were listed as
+    # "worst" at recall 1.000
+    section = worst_section_of(tmp_path / "a", missing=True)
+    assert "The 1 goldens with the lowest mean recall" in section
+    assert "<code>g0</code>" in section and "<code>g1</code>" not in section
+    # when every golden finds all it needs, the section says so
+    section = worst_section_of(tmp_path / "b", missing=False)
+    assert "Every golden with 3 or more scored requests found all it needed" in section
+    assert "<table>" not in section
+
+
 def test_slices_without_requests_on_the_latest_day_are_named_not_left_out(tmp_path):
     # a tenant that logged only on the first day has no row on the latest day: the per-slice
     # table says so, with the last day it had, instead of leaving it out without a word

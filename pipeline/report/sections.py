@@ -399,8 +399,11 @@ def worst_section(con: duckdb.DuckDBPyConnection, scope: Scope, summary: dict) -
     if summary["scored"] == 0:
         return None
     by_scope = scope.params("route", "gold_version")
-    worst = rows(con, _section_sql("worst_goldens"), **by_scope,
-                 min_n=WORST_MIN_N, limit=WORST_LIMIT)
+    ranked = rows(con, _section_sql("worst_goldens"), **by_scope,
+                  min_n=WORST_MIN_N, limit=WORST_LIMIT)
+    # a golden whose every request found all it needed is no worst golden, however few
+    # goldens there are (they rank last, so the limit keeps every golden that missed)
+    worst = [row for row in ranked if row["mean_recall"] < 1.0]
     gold_ids = [row["gold_id"] for row in worst]
     misses = rows(
         con, _section_sql("worst_missing_chunks"), **by_scope, gold_ids=gold_ids
@@ -425,6 +428,7 @@ def worst_section(con: duckdb.DuckDBPyConnection, scope: Scope, summary: dict) -
         row["example"] = example_by_gold.get(row["gold_id"])
     return {
         "rows": worst,
+        "all_found": bool(ranked) and not worst,
         "min_n": WORST_MIN_N,
         "limit": WORST_LIMIT,
         "caption": scope.caption(sum(row["n"] for row in worst), summary["served_k_text"]),
