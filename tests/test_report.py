@@ -516,6 +516,30 @@ def test_worst_goldens_list_only_goldens_that_missed(tmp_path):
     assert "<table>" not in section
 
 
+def test_a_warehouse_of_hourly_windows_only_says_why_the_report_is_empty(tmp_path):
+    # `aggregate --window hour` then `drift`: the report said "No drift computed yet — run
+    # recallwatch drift", the command just run
+    from conftest import golden, request, write_jsonl
+
+    from pipeline import api
+
+    warehouse = tmp_path / "w.duckdb"
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r{d}-{j}", ["a", "b"][: 1 + j % 2], ts=f"2026-11-0{d}T10:0{j}:00Z")
+        for d in (1, 2, 3) for j in range(4)])
+    api.ingest_gold(warehouse, str(tmp_path / "gold.jsonl"), "v1")
+    api.ingest_logs(warehouse, [str(tmp_path / "logs.jsonl")])
+    api.score(warehouse)
+    api.aggregate(warehouse, grain="hour")
+    api.drift(warehouse)
+    text = re.sub(r"<[^>]+>", "", Path(api.report(warehouse, tmp_path / "r")).read_text(
+        encoding="utf-8"))
+    assert "This warehouse holds hourly windows only (aggregate --window hour)" in text
+    assert "No drift of daily windows: this warehouse holds hourly windows only" in text
+    assert "No drift computed yet" not in text
+
+
 def test_slices_without_requests_on_the_latest_day_are_named_not_left_out(tmp_path):
     # a tenant that logged only on the first day has no row on the latest day: the per-slice
     # table says so, with the last day it had, instead of leaving it out without a word

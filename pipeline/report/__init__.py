@@ -42,6 +42,15 @@ def check_report_dir(out_dir: str | os.PathLike) -> None:
                                "another --out directory.")
 
 
+def _hourly_only(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether window_metrics holds hourly windows and no daily ones (`aggregate --window
+    hour` alone): the report reads daily windows, so it says why its sections are empty."""
+    ((day, other),) = con.execute(
+        "SELECT coalesce(bool_or(grain = 'day'), false), coalesce(bool_or(grain <> 'day'), "
+        "false) FROM window_metrics").fetchall()
+    return other and not day
+
+
 def write_report(
     con: duckdb.DuckDBPyConnection,
     out_dir: Path,
@@ -66,6 +75,7 @@ def write_report(
         gold_choice=gold_choice,
         k_choice=k_choice,
         colors={"mean": MEAN_COLOR, "size": SIZE_COLOR, "pass": PASS_COLOR, "fc": FC_COLOR},
+        hourly_only=_hourly_only(con),
         **build_sections(con, scope),
     )
 
