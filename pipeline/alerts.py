@@ -664,7 +664,7 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
     opened: set[tuple[str, str]] = set()   # (episode, channel) whose opening went out
     past: set[tuple[str, str]] = set()     # (episode, channel) whose opening is history
     pending = pending_alerts(con, config, names)
-    since = channels_since(con, names, now, record=not dry_run)
+    since = channels_since(con, names, record=not dry_run)
     # when each episode resolved: the end of its resolving window
     resolved = {row["episode_id"]: row["window_end"] for row in pending
                 if row["event"] == "resolved"}
@@ -724,7 +724,7 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
     return summary
 
 
-def channels_since(con, names: list[str], now: datetime, *, record: bool) -> dict[str, datetime]:
+def channels_since(con, names: list[str], *, record: bool) -> dict[str, datetime]:
     """When alerting began on each channel (table alert_channels), in the data's time: the end
     of the last window drift had judged at the first call that had it (recorded when `record`;
     the earliest time when nothing was judged yet), so a day-by-day replay of history (an
