@@ -13,15 +13,17 @@ together, because false discoveries are controlled across the slices of a window
   the baseline restarts on that day, and open episodes end there; every such day is kept,
   `first:N@DAY1@DAY2`, each holding until the next).
 - Fixed-look mode (`drift_mode = fixed`): the interval of (window - baseline) at level 1 -
-  alpha: cluster-robust Welch for mean recall, Newcombe's hybrid of (cluster-)Wilson intervals
-  for the rates, and the same combination (MOVER) when a side of mean recall has recalls all 0
-  or 1 (a proportion). A drop needs the whole interval below -margin, after
+  alpha: cluster-robust Welch for mean recall, each side with 0s and 1s added in proportion
+  to its size (`stats.adjusted_difference_interval`), Newcombe's hybrid of (cluster-)Wilson
+  intervals for the rates, and the same combination (MOVER) when a side of mean recall has
+  recalls all 0 or 1 (a proportion). A drop needs the whole interval below -margin, after
   Benjamini-Hochberg across the slices of the window.
 - Anytime-valid mode (the default): per series, an empirical-Bernstein e-value per window on
   its sessions (`stats.bernstein_log_evalue`), mixed over every possible change start
   (`stats.mixture_update`), against the boundary baseline-lower-bound - margin (drops) and
   baseline-upper-bound + margin (rises).
-  The baseline's interval is window_metrics' (Wilson when its recalls are all 0 or 1).
+  The baseline's interval is window_metrics' (`adjusted_t`; Wilson when its recalls are
+  all 0 or 1).
   Alpha is split: alpha/2 for the baseline's interval, alpha/4 per direction for the detector,
   with e-BH across the slices of the window. Under independent sessions and a fixed baseline
   the chance of ever raising a false drop or rise, over unlimited re-checks, is at most alpha.

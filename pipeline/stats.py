@@ -308,10 +308,12 @@ def adjusted_t_interval(
     every value is its own cluster, ``G = n``, and ``V`` is the sample variance of the ``n + 2``
     values over ``n + 2``. The centre moves towards 1/2 by at most ``1 / (n + 2)``, less than
     the half-width, so the interval always holds the sample mean. Undefined (NaN) for
-    ``G <= 1``, as the t-interval. Source: A. Agresti, B. Caffo (2000), "Simple and effective
+    ``G <= 1``, as the t-interval. After A. Agresti, B. Caffo (2000), "Simple and effective
     confidence intervals for proportions and differences of proportions result from adding two
-    successes and two failures", The American Statistician 54(4):280-288. ``tests/test_stats.py``
-    checks it against statsmodels' cluster-robust OLS on the augmented sample, and its
+    successes and two failures", The American Statistician 54(4):280-288 (for one proportion
+    they add two of each; one of each, to each sample, for a difference). ``tests/test_stats.py``
+    checks its variance against statsmodels' cluster-robust OLS on the augmented sample (whose
+    own interval would take G + 1 degrees of freedom), and ``tests/test_aggregate.py`` its
     coverage on skewed and spread-out recalls by simulation.
     """
     alpha = _check_alpha(alpha)
@@ -326,10 +328,13 @@ def adjusted_t_interval(
                     _as_output(np.where(valid, ybar + half, np.nan)))
 
 
-def _with_a_0_and_a_1(group: tuple[ArrayLike, ...]) -> tuple[np.ndarray, ...]:
-    """The sums of ``cluster_t_interval`` with a value 0 and a value 1 added, each a cluster
-    of its own: ``n + 2, G + 2, total + 1, sum S_g^2 + 1, sum S_g n_g + 1, sum n_g^2 + 2``."""
-    return tuple(np.asarray(value, dtype=float) + extra
+def _with_a_0_and_a_1(group: tuple[ArrayLike, ...], each: ArrayLike = 1.0
+                      ) -> tuple[np.ndarray, ...]:
+    """The sums of ``cluster_t_interval`` with `each` values 0 and `each` values 1 added,
+    every one a cluster of its own: ``n + 2a, G + 2a, total + a, sum S_g^2 + a,
+    sum S_g n_g + a, sum n_g^2 + 2a`` (a = `each`, one by default; it may be fractional)."""
+    each = np.asarray(each, dtype=float)
+    return tuple(np.asarray(value, dtype=float) + extra * each
                  for value, extra in zip(group, (2.0, 2.0, 1.0, 1.0, 1.0, 2.0), strict=True))
 
 
@@ -585,22 +590,28 @@ def adjusted_difference_interval(
     alpha: ArrayLike = 0.05,
 ) -> DifferenceInterval:
     """``cluster_difference_interval`` of two means of values in ``[0, 1]`` (recalls), each
-    group with a value 0 and a value 1 added, each a cluster of its own — Agresti and Caffo's
-    rule for a difference of proportions (one success and one failure added to each sample)
-    carried to recalls, as ``adjusted_t_interval`` carries it to one mean. ``delta`` is the
-    difference of the two augmented means; the degrees of freedom stay those of the observed
-    clusters (``G_j - 1`` in Satterthwaite's formula). Without the added values a small window
-    of skewed recalls (most find everything, a few nothing) that happens to hold no 0 is read
-    as nearly certain, and the difference's interval is too narrow. NaN where a group has
-    ``G <= 1``. Source: A. Agresti, B. Caffo (2000), The American Statistician
-    54(4):280-288; ``tests/test_stats.py`` checks it against ``cluster_difference_interval``
-    of the augmented sums and against statsmodels' cluster-robust variances.
+    group with values 0 and 1 added in proportion to its size: the smaller group one 0 and
+    one 1, the other ``n_j / n_small`` of each, every added value a cluster of its own. It
+    carries to recalls the rule Agresti and Caffo give for a difference of proportions (one
+    success and one failure added to each sample), as ``adjusted_t_interval`` does for one
+    mean. In proportion, so that with equal means both centres move alike and the difference
+    is not pushed either way (a window a seventh of its baseline's size, given one of each
+    like the baseline, moved further towards 1/2 and was flagged a drop more often than
+    alpha/2); with unequal means it moves towards 0. Without the added values a small window
+    of skewed recalls that happens to hold no low recall is read as nearly certain, and the
+    difference's interval is too narrow. ``delta`` is the difference of the augmented means;
+    the degrees of freedom stay those of the observed clusters (``G_j - 1`` in
+    Satterthwaite's formula). NaN where a group has ``G <= 1``. After A. Agresti, B. Caffo
+    (2000), The American Statistician 54(4):280-288; ``tests/test_stats.py`` checks it
+    against statsmodels' cluster-robust variances of the augmented samples.
     """
     alpha = _check_alpha(alpha)
+    sizes = [np.asarray(group[0], dtype=float) for group in (group1, group2)]
+    smaller = np.maximum(np.minimum(*sizes), 1.0)
     sides = []
-    for group in (group1, group2):
+    for group, size in zip((group1, group2), sizes, strict=True):
         n_clusters = np.asarray(group[1], dtype=float)
-        valid, ybar, var, _ = _cluster_mean_variance(_with_a_0_and_a_1(group))
+        valid, ybar, var, _ = _cluster_mean_variance(_with_a_0_and_a_1(group, size / smaller))
         valid = valid & (n_clusters > 1)
         sides.append((valid, ybar, var, np.where(valid, n_clusters, 2.0) - 1.0))
     (valid1, ybar1, var1, df1), (valid2, ybar2, var2, df2) = sides

@@ -613,7 +613,7 @@ def test_a_slice_without_a_p_value_does_not_widen_the_others_intervals():
     config = Config(drift_mode="fixed", gold_version="v1")
     flagged = 0
     for _ in range(200):
-        day = recalls(0.72, 40)
+        day = recalls(0.70, 40)
         tests = judged._Tests.of([item("big", day), item("tiny", [0.5])], config)
         assert np.isnan(tests.evidence[1])
         if tests.drop[0]:

@@ -441,12 +441,17 @@ def test_before_after_numbers_equal_a_hand_computation(con, world):
     assert before["mean"] == pytest.approx(sum(BEFORE_RECALLS) / 21)   # 0.5
     assert after["mean"] == pytest.approx(sum(AFTER_RECALLS) / 12)     # 0.625
     # no sessions: every request its own cluster, so the interval is Welch's on each side's
-    # recalls with a 0 and a 1 added, on the observed sides' degrees of freedom
-    sides = [(recalls, [*recalls, 0.0, 1.0]) for recalls in (BEFORE_RECALLS, AFTER_RECALLS)]
-    var_b, var_a = (sp.tvar(augmented) / len(augmented) for _, augmented in sides)
-    df = (var_b + var_a) ** 2 / sum(v * v / (len(recalls) - 1)
-                                    for v, (recalls, _) in zip((var_b, var_a), sides, strict=True))
-    centre = sum(sides[1][1]) / 14 - sum(sides[0][1]) / 23
+    # recalls with 0s and 1s added by its size (the 12 after one of each, the 21 before 1.75),
+    # on the observed sides' degrees of freedom
+    def side(recalls: list[float], each: float) -> tuple[float, float]:
+        size = len(recalls) + 2 * each
+        mean = (sum(recalls) + each) / size
+        squares = sum((y - mean) ** 2 for y in recalls) + each * (mean ** 2 + (1 - mean) ** 2)
+        return mean, size / (size - 1) * squares / size ** 2
+
+    (m_b, var_b), (m_a, var_a) = side(BEFORE_RECALLS, 21 / 12), side(AFTER_RECALLS, 1.0)
+    df = (var_b + var_a) ** 2 / (var_b ** 2 / 20 + var_a ** 2 / 11)
+    centre = m_a - m_b
     half = sp.t.isf(0.025, df) * (var_b + var_a) ** 0.5
     assert r["difference"]["delta"] == pytest.approx(0.125)
     assert r["difference"]["low"] == pytest.approx(centre - half, abs=1e-9)

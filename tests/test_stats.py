@@ -414,22 +414,36 @@ def test_adjusted_t_interval_holds_the_sample_mean(values):
 
 
 @pytest.mark.parametrize("alpha", ALPHAS)
-def test_adjusted_difference_is_welch_of_the_sides_with_a_0_and_a_1_on_their_observed_df(alpha):
-    (y1, g1), (y2, g2) = CLUSTER_CASES["unequal_sizes"], CLUSTER_CASES["two_clusters"]
+def test_adjusted_difference_is_welch_of_the_sides_with_0s_and_1s_added_by_their_size(alpha):
+    # 24 values against 8: the smaller side gets one 0 and one 1, the larger three of each
+    (y1, g1), (y2, g2) = unequal_clusters(4, [4, 8, 2, 6, 4]), CLUSTER_CASES["two_clusters"]
+    assert (len(y1), len(y2)) == (24, 8)
     got = adjusted_difference_interval(cluster_sufficient_stats(y1, g1),
                                        cluster_sufficient_stats(y2, g2), alpha)
     sides = []
-    for y, groups in ((y1, g1), (y2, g2)):
+    for y, groups, each in ((y1, g1, 3), (y2, g2, 1)):
         codes = np.unique(groups, return_inverse=True)[1]
-        fit = sm.OLS(np.append(y, [0.0, 1.0]), np.ones(len(y) + 2)).fit(
-            cov_type="cluster", cov_kwds={"groups": np.append(codes, [codes.max() + 1,
-                                                                       codes.max() + 2])})
+        added = np.arange(codes.max() + 1, codes.max() + 1 + 2 * each)
+        fit = sm.OLS(np.concatenate([y, np.zeros(each), np.ones(each)]),
+                     np.ones(len(y) + 2 * each)).fit(
+            cov_type="cluster", cov_kwds={"groups": np.append(codes, added)})
         sides.append((fit.params[0], fit.bse[0] ** 2, codes.max()))   # G - 1 observed
     (m1, v1, d1), (m2, v2, d2) = sides
     df = (v1 + v2) ** 2 / (v1 * v1 / d1 + v2 * v2 / d2)
     half = stats.t.isf(alpha / 2, df) * math.sqrt(v1 + v2)
     assert (got.delta, got.df) == (pytest.approx(m2 - m1, abs=1e-12), pytest.approx(df))
     assert_interval_close(Interval(got.low, got.high), (m2 - m1 - half, m2 - m1 + half))
+
+
+def test_adjusted_difference_of_equal_means_is_centred_on_0_whatever_the_sizes():
+    # one 0 and one 1 on each side moved a window 7 times smaller than its baseline further
+    # towards 1/2: at a mean of 0.9 the difference leaned towards a drop
+    y = np.array([1.0, 0.75, 1.0, 1.0, 0.75, 1.0, 0.9])
+    window = cluster_sufficient_stats(y, np.arange(7))
+    baseline = cluster_sufficient_stats(np.tile(y, 7), np.arange(49))
+    got = adjusted_difference_interval(baseline, window)
+    assert got.delta == pytest.approx(0.0, abs=1e-15)
+    assert got.low == pytest.approx(-got.high, abs=1e-15)
 
 
 def test_adjusted_difference_is_undefined_when_a_side_has_one_cluster():
