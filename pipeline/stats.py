@@ -292,9 +292,8 @@ def adjusted_t_interval(
     large sample outweighs (the interval is the t-interval's from a few hundred requests on)
     and a small one does not. It carries to values between 0 and 1 the rule Agresti and Caffo
     give for a difference of proportions (add one success and one failure to each sample).
-    With the sums of
-    ``cluster_t_interval`` (``n``, ``G`` clusters, ``total``, ``sum_cluster_sq``,
-    ``sum_cluster_cross``, ``sum_size_sq``)::
+    With the sums of ``cluster_t_interval`` (``n``, ``G`` clusters, ``total``,
+    ``sum_cluster_sq``, ``sum_cluster_cross``, ``sum_size_sq``)::
 
         n' = n + 2,  G' = G + 2,  total' = total + 1,
         sum_cluster_sq' = sum_cluster_sq + 1,  sum_cluster_cross' = sum_cluster_cross + 1,
