@@ -184,7 +184,8 @@ def score(warehouse: Warehouse, start: When = None, end: When = None, *,
     the window metrics built on them); idempotent. Given cutoffs are for this call only, unless
     `keep`: then the cutoffs and pass mark given are put in force (once they, the window and
     the gold set are checked), as `recallwatch score --cutoffs` does. Returns a
-    ScoreSummary. See pipeline.score.score."""
+    ScoreSummary. `routes` picks among the routes in force (another is refused: nothing would
+    keep its rows current). See pipeline.score.score."""
     from pipeline.score import score as score_windows
     from pipeline.state import check_window
 
@@ -192,6 +193,14 @@ def score(warehouse: Warehouse, start: When = None, end: When = None, *,
     with connect(warehouse, must_exist=True) as con:
         config = settings.resolve(con, cutoffs=cutoffs, pass_mark=pass_mark,
                                   gold_version=gold_version, routes=routes)
+        in_force = settings.resolve(con).routes
+        if outside := [r for r in config.routes if r not in in_force]:
+            # its rows would be kept current by nothing: no run rescores or retires a route
+            # out of force, and aggregate and drift would spread them
+            raise RecallwatchError(
+                f"route {outside[0]} is not in force (routes in force: {', '.join(in_force)}); "
+                f"put it in force first: recallwatch config --routes "
+                f"{','.join([*in_force, *outside])}.")
         check_window(start, end)
         settings.require_gold(config)
         if keep and (cutoffs is not None or pass_mark is not None):

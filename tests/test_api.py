@@ -71,6 +71,16 @@ def test_bad_values_are_one_clear_error(loaded):
         api.configure(loaded, pass_mark=1.5)
     with pytest.raises(RecallwatchError, match="gold version 'v9' is not loaded"):
         api.score(loaded, gold_version="v9")
+    # a route not in force: its scores were kept by nothing (no run rescored or retired them,
+    # and aggregate and drift spread them); a subset of the routes in force is fine
+    with connect(loaded, read_only=True) as con:
+        before = snapshot(con)
+    with pytest.raises(RecallwatchError, match="route passages is not in force .* "
+                                               "config --routes ids,passages"):
+        api.score(loaded, "2026-11-01", "2026-11-02", routes=("passages",))
+    with connect(loaded, read_only=True) as con:
+        assert snapshot(con) == before
+    assert api.score(loaded, "2026-11-01", "2026-11-02", routes=("ids",)).windows
     with pytest.raises(RecallwatchError, match="--gold needs --gold-version"):
         api.run(loaded, gold="gold.jsonl")
 
