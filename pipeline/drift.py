@@ -527,8 +527,8 @@ def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, confi
                 alpha: float) -> dict:
     """The interval of (window - baseline) at level 1 - alpha, one-sided p-values against the
     margin, and the drop a window like this one detects with 80 % power. Two means (t-based
-    sides, `base_mean` and `win_mean`) are compared by cluster-robust Welch with a 0 and a 1
-    added to each side (`adjusted_difference_interval`); otherwise the
+    sides, `base_mean` and `win_mean`) are compared by cluster-robust Welch with 0s and 1s
+    added to each side by its size (`adjusted_difference_interval`); otherwise the
     sides' own intervals are combined (Newcombe's hybrid for two proportions, the same MOVER
     construction for a mean and a proportion): a side whose recalls are all 0 or 1 has no
     spread for Welch to see (five requests that all found everything are not a certainty)."""
@@ -536,8 +536,8 @@ def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, confi
     value = win[:, TOTAL] / win[:, N]
     base_value = base[:, TOTAL] / base[:, N]
     delta = value - base_value
-    # two means: the difference of the sides with a 0 and a 1 added to each (Agresti-Caffo),
-    # whose centre the p-values read too
+    # two means: the difference of the sides with 0s and 1s added to each by its size
+    # (after Agresti-Caffo), whose centre the p-values read too
     mean_diff = adjusted_difference_interval(tuple(base[:, :6].T), tuple(win[:, :6].T), alpha)
     t_delta = np.asarray(mean_diff.delta, dtype=float)
 

@@ -29,7 +29,7 @@ FROM given;
 -- quarantined naming it, as a gold set's conflicting duplicate gold_id is. (A row refused for
 -- another reason, say of another index version, conflicts with nothing.)
 CREATE OR REPLACE TEMP TABLE stage_index_first AS
-SELECT chunk_id, arg_min(line, line) AS first_line, arg_min(hash, line) AS first_hash
+SELECT chunk_id, min(line) AS first_line, arg_min(hash, line) AS first_hash
 FROM stage_index_checked
 WHERE reason IS NULL
 GROUP BY chunk_id;

@@ -34,7 +34,8 @@ SIDE_DAYS = 7
 NOT_CARRIED_SHOWN = 50
 SIDES = ("before", "after")
 METHOD = ("cluster-robust Welch (CR1, Satterthwaite df; Welch when no request has a session) "
-          "with a recall of 0 and one of 1 added to each side; "
+          "with recalls of 0 and 1 added to each side by its size (the smaller side one of "
+          "each); "
           "when every recall on a side is 0 or 1, or all are equal, the sides' own intervals "
           "combined "
           "(Newcombe's hybrid of (cluster-)Wilson intervals, the same MOVER construction for "
