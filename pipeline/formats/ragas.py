@@ -118,13 +118,7 @@ def _turns_problem(query) -> str | None:
     text = query.strip()
     if not (text.startswith("[{") and text.endswith("}]")):
         return None
-    try:
-        turns = json.loads(text)
-    except ValueError:
-        try:
-            turns = python_list(text)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return None
+    turns = list_text(text)
     is_messages = isinstance(turns, list) and turns and all(
         isinstance(t, dict) and "content" in t for t in turns)
     return MULTI_TURN_TEXT if is_messages else None
@@ -273,17 +267,24 @@ def _list(value, *, ids: bool = False):
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, str):
-        text = value.strip()
-        try:
-            value = json.loads(text)
-        except ValueError:
-            try:
-                value = python_list(text)    # pandas writes a list to CSV as its repr
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                return _BAD
+        value = list_text(value.strip())
+        if value is None:
+            return _BAD
     if not isinstance(value, list | tuple):
         return _BAD
     return [text_id(item) for item in value] if ids else list(value)
+
+
+def list_text(text: str):
+    """What a cell's text holds: JSON, or, failing that, Python text as pandas writes a list
+    to CSV (its repr, `python_list`); None when it is neither."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        try:
+            return python_list(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
 
 
 def python_list(text: str):

@@ -236,18 +236,13 @@ def _as_list(value, field: str) -> tuple[list[str] | None, str | None]:
         return [], None
     if isinstance(value, str):
         text = value.strip()
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                try:
-                    value = ragas.python_list(text)
-                except (ValueError, SyntaxError, MemoryError, RecursionError):
-                    if field == "gold_chunk_ids" or text.endswith("]"):
-                        return None, f"{field} is not valid JSON"
-                    value = None
-        if isinstance(value, str) or value is None:
+        parsed = ragas.list_text(text) if text.startswith("[") else None
+        if parsed is None and text.startswith("[") and (
+                field == "gold_chunk_ids" or text.endswith("]")):
+            return None, f"{field} is not valid JSON"
+        if parsed is None:
             return [part.strip() for part in text.split("|") if part.strip()], None
+        value = parsed
     if not isinstance(value, list | tuple):
         return None, f"{field} is not a list"
     items = []
