@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.errors import RecallwatchError
-from pipeline.ingest import ingest_index
-from tests.conftest import write_jsonl
+from pipeline.ingest import ingest_gold, ingest_index, ingest_logs
+from pipeline.score import score
+from tests.conftest import golden, request, write_jsonl
 
 
 def test_index_manifest_hashes_text_and_quarantines_bad_rows(con, tmp_path):
@@ -235,3 +236,31 @@ def test_a_csv_manifest_naming_a_column_twice_is_one_clear_error(con, tmp_path):
     with pytest.raises(RecallwatchError, match="names the column 'text' twice"):
         ingest_index(con, str(path), "idx-1")
     assert con.sql("SELECT count(*) FROM index_chunks").fetchall() == [(0,)]
+
+
+def test_a_manifest_loaded_under_earlier_reading_rules_is_read_again_once(con, tmp_path):
+    # an earlier release set a valid c1 aside as a "conflicting duplicate" of a row it refused
+    # for another reason, so the day was scored with c1 `not_in_index`; the unchanged file was
+    # then skipped by its digest for ever
+    write_jsonl(tmp_path / "m.jsonl", [
+        {"index_version": "idx-1", "chunk_id": "c1", "text": "old text"},
+        {"index_version": "idx-2", "chunk_id": "c1", "text": "new text"},
+        {"index_version": "idx-1", "chunk_id": "x", "text": "another"}])
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c1"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["other"])])
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
+    con.execute("DELETE FROM index_chunks WHERE chunk_id = 'c1'")
+    con.execute("UPDATE ingest_files SET options = '' WHERE kind = 'index'")
+    score(con)
+    assert con.sql("SELECT cause FROM miss_causes").fetchall() == [("not_in_index",)]
+
+    again = ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
+    assert not again.skipped
+    assert con.sql("SELECT chunk_id, text FROM index_chunks ORDER BY 1").fetchall() == [
+        ("c1", "old text"), ("x", "another")]
+    assert ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1").skipped
+    # the day scored with the manifest as the earlier rules read it is scored again
+    assert len(score(con).windows) == 1
+    assert con.sql("SELECT cause FROM miss_causes").fetchall() == [("not_retrieved",)]

@@ -36,6 +36,11 @@ from pipeline.warehouse import quote_identifier, run_script, transaction
 
 _MANIFEST_COLUMNS = ("index_version", "chunk_id", "content_hash", "text")
 
+# How a manifest is read, recorded with it: a file loaded under earlier rules is read again
+# when it is next given, though unchanged. 2: only valid rows can be conflicting duplicates
+# (before, a valid chunk could be set aside with a row refused for another reason).
+_READING_RULES = "rules=2"
+
 
 def ingest_index(con, path: str, version: str) -> FileResult:
     """Load the manifest of one index version (chunk_id plus content_hash or text). A manifest
@@ -45,7 +50,8 @@ def ingest_index(con, path: str, version: str) -> FileResult:
     file = single_file(path, TABLE_SUFFIXES)
     source, digest = str(file), file_hash(file)
     # unchanged only if this very file is what the version holds now
-    skipped = unchanged(previous_ingest(con, "index", source, version), source, digest, "")
+    skipped = unchanged(previous_ingest(con, "index", source, version), source, digest,
+                        _READING_RULES)
     if skipped:
         return skipped
     if _is_json_lines(file):
@@ -229,7 +235,8 @@ def _load_staged(con, file: Path, version: str, digest: str,
         raise RecallwatchError(
             f"{source}: no chunk could be loaded from {n_read} records{example}; nothing was "
             f"loaded as index version {version!r}.")
-    return record_file(con, "index", source, version, digest, "", n_read, n_read - n_bad, n_bad)
+    return record_file(con, "index", source, version, digest, _READING_RULES, n_read,
+                       n_read - n_bad, n_bad)
 
 
 ID_COLUMNS = ("chunk_id", "index_version")
