@@ -23,7 +23,7 @@ import numpy as np
 
 from pipeline.agreement import AgreementSummary, Table2x2, stratified_table, summary
 from pipeline.errors import RecallwatchError
-from pipeline.warehouse import run_script, transaction
+from pipeline.warehouse import half_character, run_script, transaction
 
 CLAIMS_ROUTE = "claims"
 # Every stratum with claims gets at least this many in a sample (all it has, when fewer), so
@@ -235,6 +235,12 @@ def _jsonl_records(path: Path, fh):
             raise RecallwatchError(
                 f"labels file {path} line {line} is not a JSON object: keep one sample row "
                 "per line as written.")
+        half = half_character(json.dumps(record, ensure_ascii=False))
+        if half is not None:
+            raise RecallwatchError(
+                f"labels file {path} line {line} holds an unpaired surrogate "
+                f"({ascii(half)[1:-1]}, half of a character cut in two), which is no text: "
+                "fix the row.")
         yield line, record
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pipeline.errors import RecallwatchError
 from pipeline.judge import Budget, JudgeConfig, complete_json, message_tokens
-from pipeline.warehouse import distinct_texts, run_script, transaction
+from pipeline.warehouse import distinct_texts, half_character, mended, run_script, transaction
 
 SPLIT_PROMPT_VERSION = "v1"
 # The RAGAS claim decomposition ("break down each sentence into one or more fully understandable
@@ -90,11 +90,13 @@ def split_reference(config: JudgeConfig, reference: str, *, client=None,
         return None, tokens, calls, error
     try:
         found = json.loads(content).get("claims")
-    except (json.JSONDecodeError, AttributeError):
+    except (json.JSONDecodeError, AttributeError, RecursionError):
         found = None
     if not isinstance(found, list) or not all(isinstance(c, str) for c in found):
         return None, tokens, calls, 'the reply is not JSON with a "claims" list of strings'
-    claims = tuple(distinct_texts(c.strip() for c in found if c.strip()))
+    # half a character cut in two in the judge's text: kept as U+FFFD, the rest of the claim
+    # stands
+    claims = tuple(distinct_texts(mended(c).strip() for c in found if c.strip()))
     if not claims:
         return None, tokens, calls, "the judge found no claims in the reference"
     return claims, tokens, calls, None
@@ -209,6 +211,12 @@ def import_claims(con, path: str | Path, gold_version: str) -> int:
             raise RecallwatchError(
                 f"{path} line {number}: gold_id {gold_id!r} is not in gold set {gold_version}; "
                 "fix it and import again (nothing was changed).")
+        half = next((h for h in map(half_character, [gold_id, *claims]) if h), None)
+        if half is not None:
+            raise RecallwatchError(
+                f"{path} line {number} holds an unpaired surrogate ({ascii(half)[1:-1]}, half "
+                "of a character cut in two), which is no text; fix it and import again "
+                "(nothing was changed).")
         wanted[gold_id] = tuple(distinct_texts(c.strip() for c in claims if c.strip()))
     with transaction(con):
         for gold_id, claims in wanted.items():

@@ -248,12 +248,18 @@ def _judge_estimate(args) -> None:
     judge = configured_judge(model=args.judge_model, lang=args.lang, max_calls=args.max_calls,
                              max_tokens=args.max_tokens)
     with connect(args.warehouse, must_exist=True) as con:
+        config = resolve(con, gold_version=args.gold_version)
+        if "claims" not in config.routes:
+            print("the claims route is not in force (`recallwatch config --routes "
+                  f"{','.join(config.routes)},claims` puts it in force): `score` makes no "
+                  "judge call; nothing was judged or scored.")
+            return
         if judge is None:
             from pipeline.routes.claims import NO_JUDGE
 
             print(NO_JUDGE)
             return
-        gold_version = require_gold(resolve(con, gold_version=args.gold_version))
+        gold_version = require_gold(config)
         tally = estimate_score(con, judge, gold_version, start, end)
     print(f"dry run (model {judge.model}, lang {judge.lang}): {tally.line()}; nothing was "
           "judged or scored.")

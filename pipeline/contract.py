@@ -35,7 +35,7 @@ from pipeline.ingest.files import (
     single_file,
 )
 from pipeline.judge import JudgeConfig, judge_many, make_client, verdict_key
-from pipeline.warehouse import connect
+from pipeline.warehouse import connect, half_character
 
 CONTRACT = "rag.context_recall"
 CONTRACT_VERSION = "1.0.0"
@@ -282,22 +282,14 @@ def _prepare(number: int, row: Mapping) -> tuple[str | None, tuple[str, ...]]:
                                "them, one per turn).")
     for column, texts in (("expected_output", [reference or ""]),
                           ("retrieved_context", context)):
-        bad = next((t for t in texts if not _encodable(t)), None)
-        if bad is not None:
-            char = next(ch for ch in bad if not _encodable(ch))
+        char = next((h for h in map(half_character, texts) if h), None)
+        if char is not None:
             raise RecallwatchError(
                 f"{where}: {column} holds an unpaired surrogate ({ascii(char)[1:-1]}, half of "
                 "a character cut in two), which is no text a judge can read; fix the row.")
     reference = reference.strip() if reference else None
     return reference or None, tuple(c for c in context if c.strip())
 
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 # ---------------------------------------------------------------------------------- files

@@ -32,7 +32,7 @@ from email.utils import parsedate_to_datetime
 from pipeline.endpoints import http_endpoint
 from pipeline.errors import RecallwatchError
 from pipeline.progress import Progress
-from pipeline.warehouse import normalize_text, run_script, transaction
+from pipeline.warehouse import mended, normalize_text, run_script, transaction
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,9 @@ DEFAULT_CONCURRENCY = 10
 MAX_RETRY_AFTER = 120.0
 # Output tokens a dry run expects per claim (a statement, a one-sentence reason, a flag).
 REPLY_TOKENS_PER_CLAIM = 50
+# The largest token count a reply's usage is believed (stored as BIGINT, summed per run): a
+# count beyond it is no count, and the call is taken to have used its estimate.
+MAX_TOKEN_COUNT = 2 ** 53
 
 # The RAGAS LLMContextRecall instruction ("Given a context, and an answer, analyze each sentence
 # in the answer and classify if the sentence can be attributed to the given context or not"),
@@ -312,8 +315,12 @@ def prompt_messages(config: JudgeConfig, claims: Sequence[str],
 
 def estimate_tokens(config: JudgeConfig, claims: Sequence[str], contexts: Sequence[str]) -> int:
     """A rough cost of one call: prompt characters / 4, plus REPLY_TOKENS_PER_CLAIM per claim."""
-    chars = sum(len(m["content"]) for m in prompt_messages(config, claims, contexts))
-    return chars // 4 + REPLY_TOKENS_PER_CLAIM * len(claims)
+    return _claims_call_tokens(prompt_messages(config, claims, contexts), len(claims))
+
+
+def _claims_call_tokens(messages: list[dict], n_claims: int) -> int:
+    chars = sum(len(m["content"]) for m in messages)
+    return chars // 4 + REPLY_TOKENS_PER_CLAIM * n_claims
 
 
 def message_tokens(messages: list[dict]) -> int:
@@ -399,6 +406,8 @@ async def _judge_claims(config: JudgeConfig, claims: tuple[str, ...], contexts: 
                 {"role": "assistant", "content": content or ""},
                 {"role": "user", "content": _LABELS[config.lang][2].format(problem=problem)
                  + ":\n" + json.dumps(list(claims), ensure_ascii=False)}]
+            # asking again sends the unusable reply too: the budget counts it
+            estimate = _claims_call_tokens(messages, len(claims))
             continue
         return Verdict(claims, attributed, reasons, tokens, calls, "ok")
     return Verdict(claims, None, None, tokens, calls, "failed",
@@ -545,8 +554,8 @@ def _reply(response, estimate: int) -> tuple[str | None, int]:
     if not isinstance(choices, list) or not hasattr(response, "usage"):
         raise _NotACompletion(type(response).__name__)
     total = getattr(response.usage, "total_tokens", None)
-    used = total if isinstance(total, int) and not isinstance(total, bool) and total > 0 \
-        else estimate
+    used = total if isinstance(total, int) and not isinstance(total, bool) \
+        and 0 < total <= MAX_TOKEN_COUNT else estimate
     if not choices:
         return None, used
     choice = choices[0]
@@ -649,7 +658,7 @@ def _parse_reply(content: str | None, claims: tuple[str, ...]
         raise _InvalidReply("the reply was empty or cut off")
     try:
         data = json.loads(content)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):   # RecursionError: nested past reading
         raise _InvalidReply("the reply is not valid JSON") from None
     items = data.get("classifications") if isinstance(data, dict) else None
     if not isinstance(items, list) or not all(
@@ -665,8 +674,9 @@ def _parse_reply(content: str | None, claims: tuple[str, ...]
     for i, (item, claim) in enumerate(zip(items, claims, strict=True), 1):
         if normalize_text(item["statement"]) != normalize_text(claim):
             raise _InvalidReply(f"statement {i} of the reply is not claim {i} as given")
+    # a reason is the judge's own words, kept as given but for half a character cut in two
     return (tuple(bool(it["attributed"]) for it in items),
-            tuple(it["reason"] for it in items))
+            tuple(mended(it["reason"]) for it in items))
 
 
 # --------------------------------------------------------------------------- many, with cache
@@ -805,12 +815,15 @@ def _call_all(config: JudgeConfig, todo: list[tuple[str, tuple[str, ...], tuple[
                 return
             answers.put((key, verdict))
 
+    # no more turns than items: a limit far above them starts no idle task
+    turns = min(config.concurrency, len(todo))
+
     async def call_all() -> None:
         if client is not None:
-            await asyncio.gather(*(take_turns(client) for _ in range(config.concurrency)))
+            await asyncio.gather(*(take_turns(client) for _ in range(turns)))
             return
         async with make_async_client(config) as own:
-            await asyncio.gather(*(take_turns(own) for _ in range(config.concurrency)))
+            await asyncio.gather(*(take_turns(own) for _ in range(turns)))
 
     try:
         asyncio.run(call_all())

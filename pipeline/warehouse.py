@@ -63,6 +63,22 @@ def normalize_text(text: str | None) -> str | None:
     return " ".join(folded.split())
 
 
+# Half of a character cut in two (a lone surrogate, such as JSON's "\ud83d" alone): Python's
+# JSON reader gives it, no UTF-8 text holds it, and DuckDB refuses it.
+_HALF_CHARACTER = re.compile("[\ud800-\udfff]")
+
+
+def half_character(text: str) -> str | None:
+    """The first lone surrogate of `text`, or None when UTF-8 can carry it all."""
+    found = _HALF_CHARACTER.search(text)
+    return found.group() if found else None
+
+
+def mended(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD, the replacement character."""
+    return _HALF_CHARACTER.sub("\ufffd", text)
+
+
 def distinct_texts(texts) -> list[str]:
     """Gold texts (passages, claims) in order, each once as compared (Unicode NFC: accents
     composed either way are one text), in the spelling first given: every gold item weighs

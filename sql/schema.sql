@@ -474,6 +474,12 @@ CREATE OR REPLACE MACRO conflict_reason(request_id, source, line) AS
 CREATE OR REPLACE MACRO text_or_null(t) AS
     CASE WHEN regexp_full_match(t, '[\s\p{Z}\x{0B}\x{1C}-\x{1F}\x{85}]*') THEN NULL ELSE t END;
 
+-- Text without the blank characters text_or_null reads as blank at its ends, as Python's
+-- str.strip() gives it (claims split by the judge and imported are stripped so).
+CREATE OR REPLACE MACRO stripped_text(t) AS
+    regexp_replace(t, '^[\s\p{Z}\x{0B}\x{1C}-\x{1F}\x{85}]+|[\s\p{Z}\x{0B}\x{1C}-\x{1F}\x{85}]+$',
+                   '', 'g');
+
 -- A manifest chunk's content as it is matched across index versions (sql/carry_gold_ids.sql,
 -- sql/carry_named_gold.sql): its content_hash and the sha256 of its text, those given.
 CREATE OR REPLACE MACRO chunk_hashes(content_hash, text) AS

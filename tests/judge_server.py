@@ -100,12 +100,14 @@ class JudgeServer:
     """Start with `with JudgeServer(...) as server:`; point the client at `server.url`.
     latency: seconds every answer waits; api_key: when set, a request without
     `Authorization: Bearer <api_key>` gets 401; usage: False leaves `usage` out of replies,
-    as some servers do."""
+    as some servers do; total_tokens: the total every reply's usage reports (default: its
+    characters / 4)."""
 
     reply: Reply = words_judge
     latency: float = 0.0
     api_key: str | None = None
     usage: bool = True
+    total_tokens: int | None = None
     log: list[dict] = field(default_factory=list)
     max_in_flight: int = 0
     _in_flight: int = 0
@@ -187,6 +189,8 @@ class JudgeServer:
                 "usage": {"prompt_tokens": prompt_tokens,
                           "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens}}
+            if self.total_tokens is not None:
+                body["usage"]["total_tokens"] = self.total_tokens
             if not self.usage:
                 del body["usage"]
             _send(handler, 200, body)

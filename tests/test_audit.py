@@ -174,6 +174,15 @@ def test_labels_are_replaced_on_reimport_and_not_sampled_again(con, tmp_path):
     assert not again & {(r["verdict_key"], r["claim_no"]) for r in rows}
 
 
+def test_a_labels_line_holding_half_a_character_is_one_sentence(tmp_path):
+    # "\ud83d" alone in a JSON line reached DuckDB, which refused it: internal error, exit 1
+    path = tmp_path / "labels.jsonl"
+    path.write_text('{"verdict_key": "k\\ud83d", "claim_no": 1, "claim": "c", "contexts": [], '
+                    '"judge": 1, "human": 1}\n', encoding="utf-8")
+    with pytest.raises(RecallwatchError, match=r"line 1 holds an unpaired surrogate \(\\ud83d"):
+        read_labels(path)
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda rows, text: text.replace("human", "person", 1), "has no column human"),
     (lambda rows, text: text.replace(",1\n", ",yes\n", 1), "not 1 (attributed) or 0"),

@@ -154,6 +154,23 @@ def test_a_reference_the_judge_cannot_split_is_judge_failed(server):
     assert "no claims" in result["reasons"][0] and server.calls == 1
 
 
+def test_half_a_character_or_a_reply_nested_past_reading_is_no_crash(server):
+    # a reason holding "\ud83d" alone reached DuckDB, which refused it: internal error, exit 1
+    def half_a_character(request):
+        if request.response_format["json_schema"]["name"] == "reference_claims":
+            return splitting(request)
+        return json.dumps(words_judge(request)).replace('"the context states this"',
+                                                        '"the context states this \\ud83d"')
+
+    server.reply = half_a_character
+    [result] = score_rows([row()])
+    assert (result["score"], result["status"]) == (0.75, "ok")
+    assert "the context states this \ufffd" in result["reasons"]
+    server.reply = lambda request: '{"claims": ' + "[" * 100_000
+    [result] = score_rows([row("deep", reference="Another reference.")])
+    assert (result["score"], result["status"]) == (None, "judge_failed")
+
+
 def test_multi_turn_rows_use_the_last_turns_context(server):
     prompts = ["Which documents do I need?", "And the minimum balance?"]
     rows = [

@@ -29,6 +29,7 @@ from pipeline.errors import RecallwatchError  # noqa: E402
 from pipeline.judge import (  # noqa: E402
     PROMPTS,
     JudgeConfig,
+    estimate_tokens,
     judge_claims,
     judge_many,
     prompt_messages,
@@ -189,6 +190,90 @@ def test_fewer_classifications_than_claims_fails_when_repeated():
     with JudgeServer(reply=short) as server:
         verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
     assert verdict.status == "failed" and "classified 3 statements, not the 4" in verdict.error
+
+
+def _with_half_a_character(request) -> str:
+    # "\ud83d" alone in the JSON text: valid JSON that Python reads as a lone surrogate
+    return json.dumps(words_judge(request)).replace('"the context states this"',
+                                                    '"the context states this \\ud83d"')
+
+
+def test_half_a_character_in_a_reason_is_kept_as_the_replacement_character(con):
+    # it reached DuckDB as given, which refused it: every run paid for the call and stopped
+    with JudgeServer(reply=_with_half_a_character) as server:
+        first = judge_many(con, config(server), [(CLAIMS, CONTEXTS)], now=NOW)
+        again = judge_many(con, config(server), [(CLAIMS, CONTEXTS)], now=NOW)
+    assert (first.judged, first.failed, again.cached, server.calls) == (1, 0, 1, 1)
+    ((attributed, reasons),) = con.sql(
+        "SELECT attributed, reasons FROM judge_verdicts").fetchall()
+    assert attributed == [True, True, False, True]
+    assert reasons[0] == "the context states this \ufffd"
+
+
+def test_a_reply_nested_past_reading_is_asked_again_then_failed():
+    deep = '{"classifications": ' + "[" * 100_000
+    with JudgeServer(reply=script(deep)) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "ok" and verdict.covered == 3 and server.calls == 2
+    with JudgeServer(reply=lambda request: deep) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "failed" and "not valid JSON" in verdict.error
+    assert server.calls == 2
+
+
+def test_a_token_count_too_large_to_store_is_taken_as_the_estimate(con):
+    with JudgeServer(total_tokens=10**30) as server:
+        run = judge_many(con, config(server), [(CLAIMS, CONTEXTS)], now=NOW)
+    estimate = estimate_tokens(config(server), CLAIMS, CONTEXTS)
+    assert (run.judged, run.failed, run.tokens) == (1, 0, estimate)
+    assert con.sql("SELECT status, tokens FROM judge_verdicts").fetchall() == [("ok", estimate)]
+
+
+def test_asking_again_counts_the_unusable_reply_against_the_token_budget(con):
+    def long_and_wrong(request):
+        reply = words_judge(request)
+        for row in reply["classifications"]:
+            row["statement"], row["reason"] = "something else", "x" * 1500
+        return reply
+
+    with JudgeServer(reply=script(long_and_wrong)) as server:
+        free = judge_claims(config(server), CLAIMS, CONTEXTS)
+    # as the server counts tokens: the prompt's characters and the reply's, each / 4
+    prompt = sum(len(m["content"]) for m in prompt_messages(config(server), CLAIMS, CONTEXTS))
+    first = prompt // 4 + len(json.dumps(long_and_wrong(_Asked()))) // 4
+    assert free.status == "ok" and free.tokens > first + estimate_tokens(
+        config(server), CLAIMS, CONTEXTS)
+    # room for the second ask by the first prompt's estimate, not for the reply it carries
+    cap = first + estimate_tokens(config(server), CLAIMS, CONTEXTS)
+    with JudgeServer(reply=script(long_and_wrong)) as server:
+        run = judge_many(con, config(server, max_tokens=cap), [(CLAIMS, CONTEXTS)], now=NOW)
+    assert run.tokens <= cap and server.calls == 1
+    assert con.sql("SELECT status, error LIKE '%no room to ask again' FROM judge_verdicts"
+                   ).fetchall() == [("failed", True)]
+
+
+class _Asked:
+    """The request the first ask of the worked example makes, as the reply functions read it."""
+
+    claims = CLAIMS
+    context = "\n\n".join(f"[{i}] {text}" for i, text in enumerate(CONTEXTS, 1))
+
+
+def test_a_concurrency_far_above_the_items_starts_no_idle_calls(con):
+    # one item under a limit of a million: a task per unit of the limit took some 1 KiB each
+    # (a limit of fifty million ran out of memory)
+    import tracemalloc
+
+    with JudgeServer() as server:
+        tracemalloc.start()
+        try:
+            run = judge_many(con, config(server, concurrency=1_000_000), [(CLAIMS, CONTEXTS)],
+                             now=NOW)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert (run.judged, run.failed, server.calls) == (1, 0, 1)
+    assert peak < 64 << 20
 
 
 def test_empty_retrieval_is_a_real_zero_without_a_call():

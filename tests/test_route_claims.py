@@ -19,6 +19,7 @@ from judge_server import WORKED_CLAIMS, Fault, JudgeServer, script, words_judge 
 
 from pipeline.aggregate import aggregate  # noqa: E402
 from pipeline.claims import export_claims, import_claims, stored_claims  # noqa: E402
+from pipeline.errors import RecallwatchError  # noqa: E402
 from pipeline.ingest import ingest_gold, ingest_logs  # noqa: E402
 from pipeline.judge import JudgeConfig  # noqa: E402
 from pipeline.routes import register  # noqa: E402
@@ -313,7 +314,8 @@ def test_a_claim_given_twice_is_needed_once_from_a_split_an_import_or_the_gold_s
     composed, decomposed = "Caf\u00e9 cr\u00e8me holds.", "Cafe\u0301 cre\u0300me holds."
     load(con, tmp_path, [{"gold_id": "g-1", "question": "q1?", "reference": REFERENCE},
                          {"gold_id": "g-2", "question": "q2?",
-                          "claims": [composed, decomposed, "Beta holds."]}],
+                          "claims": [composed, decomposed, "Beta holds.", " Beta holds.\n",
+                                     decomposed + " "]}],
          [request("r-1", CHUNKS, gold_id="g-1")])
 
     def split_twice(req):
@@ -327,6 +329,10 @@ def test_a_claim_given_twice_is_needed_once_from_a_split_an_import_or_the_gold_s
     claims = stored_claims(con, "v1")
     assert claims["g-1"] == (SPLIT[0], SPLIT[1]) and rows(con)["r-1"][1] == 2
     assert claims["g-2"] == (composed, "Beta holds.")
+    # an unedited export and import of them changes nothing
+    export_claims(con, tmp_path / "exported.jsonl", "v1")
+    import_claims(con, tmp_path / "exported.jsonl", "v1")
+    assert stored_claims(con, "v1") == claims
     path = tmp_path / "claims.jsonl"
     path.write_text(json.dumps({"gold_id": "g-1", "claims": ["A.", decomposed, composed]}))
     import_claims(con, path, "v1")
@@ -533,6 +539,11 @@ def test_cli_dry_run_makes_no_call_and_prints_the_estimate(run_cli, tmp_path, mo
         assert code == 0 and "1 golden" in out3
         code, out4, err4 = run_cli("claims", "import", tmp_path / "out.jsonl")
         assert code == 0 and "1 golden" in out4
+        # the route out of force: `score` calls nothing, and its dry run says so
+        assert run_cli("config", "--routes", "ids")[0] == 0
+        code, out5, err5 = run_cli("score", "--judge-model", "judge-model", "--dry-run")
+        assert code == 0 and "would make" not in out5, out5
+        assert "claims route is not in force (`recallwatch config --routes ids,claims`" in out5
     from pipeline.warehouse import connect
     with connect(tmp_path / "wh" / "recallwatch.duckdb") as wh:
         for table in ALL_TABLES:
@@ -594,6 +605,40 @@ def test_cli_run_judges_the_claims_route_in_force(run_cli, tmp_path, monkeypatch
     html = (tmp_path / "claims" / "report.html").read_text(encoding="utf-8")
     misses = html[html.index('<section id="misses">'):html.index('<section id="worst">')]
     assert code == 0 and "records no miss causes" in misses and "gold chunks" not in misses
+
+
+def test_a_split_with_half_a_character_keeps_its_claims_and_one_nested_past_reading_fails(
+        con, tmp_path, use_judge):
+    # both reached DuckDB or json as given: internal error, every run paying for the call again
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "q1?", "reference": REFERENCE},
+                         {"gold_id": "g-2", "question": "q2?", "reference": "Another one."}],
+         [request("r-1", CHUNKS, gold_id="g-1"), request("r-2", CHUNKS, gold_id="g-2")])
+
+    def odd_splits(req):
+        if req.response_format["json_schema"]["name"] != "reference_claims":
+            return words_judge(req)
+        if "Another one." in req.messages[-1]["content"]:
+            return '{"claims": ' + "[" * 100_000
+        return json.dumps({"claims": SPLIT}).replace("5000 rupees.", "5000 rupees. \\ud83d")
+
+    with JudgeServer(reply=odd_splits) as server:
+        use_judge(judge(server))
+        score(con, routes=("claims",))
+    stored = stored_claims(con, "v1")
+    assert stored == {"g-1": (SPLIT[0][:-1] + ". \ufffd", SPLIT[1], SPLIT[2])}
+    assert rows(con)["r-1"][:2] == ("scored", 3)
+    assert rows(con)["r-2"][0] == "judge_failed"
+
+
+def test_a_claims_file_holding_half_a_character_is_one_sentence_and_changes_nothing(
+        con, tmp_path):
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "q?", "claims": ["A holds."]}],
+         [request("r-1", CHUNKS)])
+    path = tmp_path / "claims.jsonl"
+    path.write_text('{"gold_id": "g-1", "claims": ["B holds. \\ud83d"]}\n', encoding="utf-8")
+    with pytest.raises(RecallwatchError, match=r"line 1 holds an unpaired surrogate \(\\ud83d"):
+        import_claims(con, path, "v1")
+    assert con.sql("SELECT count(*) FROM golden_claims").fetchall() == [(0,)]
 
 
 def test_claims_with_line_separators_or_a_byte_order_mark_import_as_exported(con, tmp_path):

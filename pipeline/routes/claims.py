@@ -112,9 +112,10 @@ class JudgeTally:
 
     def line(self) -> str:
         verb = "would make" if self.dry_run else "made"
+        # items count distinct (claims, context) pairs; not_judged counts requests
         return (f"judge: {self.distinct} distinct claims/context item(s), {self.cached} cached, "
-                f"{self.judged} judged ({self.failed} failed), {self.not_judged} not judged; "
-                f"{self.split} reference(s) split ({self.split_failed} failed); {verb} "
+                f"{self.judged} judged ({self.failed} failed); {self.not_judged} request(s) "
+                f"not judged; {self.split} reference(s) split ({self.split_failed} failed); {verb} "
                 f"{self.calls} call(s), {'~' if self.dry_run else ''}{self.tokens} tokens")
 
 
