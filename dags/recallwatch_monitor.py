@@ -30,10 +30,15 @@ def recallwatch_monitor():
 
     @task.short_circuit  # no UTC day ended in the interval: nothing to do, the rest is skipped
     def logs(params=None, data_interval_start=None, data_interval_end=None) -> dict | None:
-        from pipeline.api import days_ended, logs_for_interval
-        start, end = params["start"] or data_interval_start, params["end"] or data_interval_end
-        days = days_ended(start, end)   # whole UTC days: windows and partitions are days
-        return days and {**days, "paths": logs_for_interval(LOGS, days["start"], days["end"])}
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from pipeline import api
+        try:  # whole UTC days; no interval, or a param that is no date: no retry can mend it
+            days = api.days_ended(params["start"] or data_interval_start,
+                                  params["end"] or data_interval_end)
+        except api.RecallwatchError as wrong:
+            raise AirflowFailException(str(wrong)) from wrong
+        return days and {**days, "paths": api.logs_for_interval(LOGS, days["start"], days["end"])}
 
     @task(pool=WRITER)  # bad data stays bad: a failed gate fails at once; a lock is retried
     def check(run: dict) -> dict:
