@@ -14,7 +14,7 @@ from scipy import stats as sp
 from statsmodels.stats.multitest import multipletests
 
 from pipeline import stats
-from pipeline.config import DEFAULT_PASS_MARK, Config
+from pipeline.config import DEFAULT_PASS_MARK, Config, parse_baseline
 
 _SPEC = importlib.util.spec_from_file_location(
     "drift_sim", Path(__file__).resolve().parent.parent / "bench" / "drift_sim.py")
@@ -317,3 +317,28 @@ def test_a_window_without_data_names_the_method_of_its_baseline():
     rows = events[(0, "all", "mean_recall")]
     assert rows["n"][8] == 0 and rows["decision"][8] == "insufficient"
     assert set(rows["method"][BASELINE_DAYS:]) == {"newcombe_cluster_wilson"}
+
+
+@pytest.mark.parametrize(("requests", "drop"), [(80, 0.5), (1000, 0.1)])
+def test_anytime_with_a_trailing_baseline_flags_a_lasting_drop(requests, drop):
+    # the baseline of the 5 windows just before took in the drop's first windows while the
+    # detector gathered its evidence, followed it down, and no drop was ever flagged (0 of
+    # 100 worlds either way; with first:5, every world within 3 days)
+    rng = np.random.default_rng(11)
+    change, days = 30, 60
+    means = np.where(np.arange(days) < change, 0.85, 0.85 - drop)
+    worlds = [sim.simulate_days(rng, means, requests) for _ in range(100)]
+    config = Config(drift_mode="anytime", baselines=(("*", parse_baseline("trailing:5")),))
+    flagged = sim.decisions(sim.judge_worlds(worlds, config, metrics=("mean_recall",)))
+    found = (flagged[:, change:change + 10] == "drop").any(axis=1)
+    assert found.mean() >= 0.95
+    assert not np.isin(flagged[:, :change], ["drop", "rise"]).any()
+
+
+def test_anytime_with_a_trailing_baseline_keeps_its_false_alarms_within_alpha():
+    rng = np.random.default_rng(12)
+    worlds = [sim.simulate_days(rng, np.full(120, 0.8), 300) for _ in range(200)]
+    config = Config(drift_mode="anytime", baselines=(("*", parse_baseline("trailing:5")),))
+    flagged = sim.decisions(sim.judge_worlds(worlds, config, metrics=("mean_recall",)))
+    alarms = np.isin(flagged, ["drop", "rise"]).any(axis=1).mean()
+    assert alarms <= ALPHA + _binomial_error(ALPHA, 200)
