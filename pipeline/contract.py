@@ -291,7 +291,6 @@ def _prepare(number: int, row: Mapping) -> tuple[str | None, tuple[str, ...]]:
     return reference or None, tuple(c for c in context if c.strip())
 
 
-
 # ---------------------------------------------------------------------------------- files
 
 def read_dataset(path: str | Path) -> list[dict]:
