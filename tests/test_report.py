@@ -627,10 +627,11 @@ def test_a_slice_never_compared_with_a_baseline_says_so(tmp_path):
         text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
         assert "No day of this slice has been compared with a baseline" in text
         assert "--baseline SLICE=trailing:N" in text and "( first:7 )" in text
-        # with a baseline that forms, no such notice
+        # with a baseline that forms, no such notice (anytime, a trailing baseline and its
+        # gap of as many days: 4 of the 5 each version serves)
         from pipeline.config import put_in_force, resolve
 
-        put_in_force(con, resolve(con, baselines={"*": "trailing:3"}))
+        put_in_force(con, resolve(con, baselines={"*": "trailing:2"}))
         run(con)
         html = Path(write_report(con, tmp_path / "report")).read_text(encoding="utf-8")
     assert "No day of this slice has been compared" not in html
@@ -653,3 +654,102 @@ def test_days_where_no_request_was_scored_draw_no_empty_charts(tmp_path):
     assert "9 baseline days" not in text and "forms the baseline: —" not in text
     # the windows exist (their requests are counted and excluded): no "nothing is scored yet"
     assert 'id="nothing-scored"' not in html
+
+
+def test_a_quarantined_record_kept_cut_says_at_least_what_is_left_out(tmp_path):
+    # ingest keeps 65,536 characters of a record: the preview of a 100,000-character line
+    # said "65296 more characters"
+    from pipeline.ingest.files import RAW_LIMIT
+    from pipeline.report.sections import _preview
+
+    assert _preview("x" * RAW_LIMIT).endswith(f"… (at least {RAW_LIMIT - 240} more characters)")
+    assert _preview("x" * 300).endswith("… (60 more characters)")
+    # never through a character: a flag's halves, a letter and its accent
+    assert _preview("x" * 239 + "\U0001f1e9\U0001f1ea" + "y" * 9).startswith("x" * 239 + "…")
+    assert _preview("x" * 239 + "e\u0301" + "y" * 9).startswith("x" * 239 + "…")
+
+
+def test_a_gold_set_no_request_was_looked_up_in_is_named(tmp_path):
+    # scored with v1, then v2 loaded (the newest, the report's default): the report said no
+    # request had been looked up "in a gold set", while 3 had, in v1
+    from conftest import golden, write_jsonl
+
+    from pipeline.ingest import ingest_gold
+    from pipeline.warehouse import connect
+
+    report_of(tmp_path, [request_at(i) for i in range(3)])
+    write_jsonl(tmp_path / "gold2.jsonl", [golden("g-1", ["a"])])
+    with connect(tmp_path / "w.duckdb") as con:
+        ingest_gold(con, str(tmp_path / "gold2.jsonl"), "v2")
+        html = Path(write_report(con, tmp_path / "report")).read_text(encoding="utf-8")
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert "No request has been looked up in gold set v2 for route ids yet." in text
+
+
+def request_at(i: int) -> dict:
+    from conftest import request
+
+    return request(f"r-{i}", ["a"], ts=f"2026-11-01T1{i}:00:00Z")
+
+
+# What the page lays out where, measured in the browser: chart text outside its chart,
+# index-change labels drawn over each other, summary cards whose text runs out of them.
+LAYOUT_PROBE = """<script>
+addEventListener('load', () => {
+  const out = [];
+  document.querySelectorAll('svg').forEach(svg => {
+    const vb = svg.viewBox.baseVal;
+    if (!vb || !vb.width) return;
+    svg.querySelectorAll('text').forEach(t => {
+      const b = t.getBBox();
+      if (b.x < vb.x - 0.5 || b.x + b.width > vb.x + vb.width + 0.5)
+        out.push('outside: ' + t.textContent);
+    });
+    const marks = [...svg.querySelectorAll('text.marker')].map(t => [t, t.getBBox()]);
+    marks.forEach(([a, A], i) => marks.slice(i + 1).forEach(([b, B]) => {
+      // glyph boxes of adjacent rows touch by a pixel or two: more is drawn over
+      if (A.x + 2 < B.x + B.width && B.x + 2 < A.x + A.width && A.y + 2 < B.y + B.height
+          && B.y + 2 < A.y + A.height)
+        out.push('overlap: ' + a.textContent + ' / ' + b.textContent);
+    }));
+  });
+  document.querySelectorAll('.card .detail, .card .value').forEach(d => {
+    if (d.scrollWidth > d.clientWidth + 1) out.push('card: ' + d.textContent.trim());
+  });
+  const pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_long_names_stay_inside_their_charts_and_cards(tmp_path):
+    # a long gold set name ran over the next summary card; capitals or CJK index versions
+    # were drawn off a chart's left edge; index changes on consecutive days drew their
+    # labels over each other
+    from conftest import golden, request, write_jsonl
+
+    from pipeline.run import run
+    from pipeline.warehouse import connect
+
+    versions = ["PROD-EMBEDDINGS-HNSW-M32-EF256-WEEK-01", "PROD-EMBEDDINGS-HNSW-M32-EF256-WEEK-02",
+                "索引版本二〇二六年十一月一日重建", "idx-2026-11-01-hnsw-m32-ef256-rebuilt"]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r-{d}-{i}", ["a", "x"], ts=f"2026-11-{d:02d}T1{i}:00:00Z",
+                index_version=versions[min(d - 1, 3)] if d <= 4 else versions[3])
+        for d in range(1, 6) for i in range(3)])
+    with connect(tmp_path / "w.duckdb") as con:
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="gs-2026-11-01_production_eval_set_v12_final")
+        html = Path(write_report(con, tmp_path / "report")).read_text(encoding="utf-8")
+    probe = tmp_path / "probe.html"
+    probe.write_text(html.replace("</body>", LAYOUT_PROBE + "</body>"), encoding="utf-8")
+    dom = chromium(tmp_path, "--window-size=1300,3000", "--virtual-time-budget=3000",
+                   "--dump-dom", probe.as_uri()).stdout
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, dom[-2000:]
+    assert json.loads(markupsafe.Markup(found.group(1)).unescape()) == []

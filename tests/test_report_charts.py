@@ -150,3 +150,30 @@ def test_chart_geometry_imports_nothing_that_reads_the_warehouse():
     assert not {m for m in imported if m.split(".")[0] == "duckdb"}
     assert not imported & {"pipeline.warehouse", "pipeline.report.reads",
                            "pipeline.report.scope", "pipeline.report.sections"}
+
+
+@pytest.mark.parametrize(("text", "limit", "kept"), [
+    ("Cafe\u0301 au lait", 4, "Caf"),          # e and its accent stay together
+    ("go \U0001f1e9\U0001f1ea now", 4, "go "),   # a flag's two regional indicators
+    ("\U0001f1e9\U0001f1ea\U0001f1eb\U0001f1f7", 3, "\U0001f1e9\U0001f1ea"),
+    ("a\U0001f469\u200d\U0001f4bb b", 3, "a"),   # an emoji sequence joined by ZWJ
+    ("ok\U0001f44d\U0001f3fd", 3, "ok"),         # an emoji and its skin-tone modifier
+    ("plain text", 5, "plain"),
+])
+def test_text_is_cut_between_the_characters_a_reader_sees(text, limit, kept):
+    # cut at a code point: a lone regional indicator or a letter without its accent showed
+    from pipeline.report.formats import cut
+
+    assert cut(text, limit) == kept
+
+
+def test_labels_are_shortened_by_how_wide_they_draw_not_by_their_count():
+    # 22 capitals, or 22 CJK characters, are wider than the 22 lowercase letters the label
+    # space holds: the start of "PROD-EMBEDDINGS-..." was drawn off the chart's left edge
+    for name in ("PROD-EMBEDDINGS-HNSW-M32-EF256", "索引版本二〇二六年十一月一日重建",
+                 "idx-2026-11-01-hnsw-m32-ef256"):
+        short = charts.shorten(name, charts.LABEL_CHARS)
+        assert short.endswith("…") and charts.text_width(short) <= charts.LABEL_CHARS
+    assert charts.shorten("idx-v2", charts.LABEL_CHARS) == "idx-v2"
+    # the cut keeps an accent with its letter
+    assert charts.shorten("e\u0301" * 30, 10) == "e\u0301" * 9 + "…"

@@ -8,11 +8,12 @@ warehouse stay text. Nothing here reads the warehouse.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 
-from pipeline.report.formats import f2
+from pipeline.report.formats import cut, f2
 
 # Fixed colours: the browser test looks for MEAN_COLOR pixels, so keep it in sync with the test.
 MEAN_COLOR = "#1f5fbf"
@@ -34,6 +35,7 @@ LEFT, RIGHT = 64, 24
 LEGEND_CHARS = 40
 LABEL_CHARS = 22
 MARKER_CHARS = 28
+MARKER_ROWS = 3   # rows of index-change labels at the top of a timeline
 # 7 px per character is a safe estimate for the 12 px system sans-serif.
 CHAR_PX = 7
 
@@ -137,7 +139,28 @@ def day_runs(days: list[date], ok: list[bool]) -> list[list[int]]:
 
 
 def shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    """`text` within `limit` character widths (text_width), cut with an ellipsis when wider."""
+    if text_width(text) <= limit:
+        return text
+    used, end = 1.0, 0   # the ellipsis takes one
+    while end < len(text) and used + _width(text[end]) <= limit:
+        used += _width(text[end])
+        end += 1
+    return cut(text, end) + "…"
+
+
+def text_width(text: str) -> float:
+    """How wide `text` draws, in widths of an average lowercase letter (CHAR_PX): a capital or
+    a digit a fifth wider, an East Asian wide character nearly two, a combining mark none."""
+    return sum(_width(ch) for ch in text)
+
+
+def _width(ch: str) -> float:
+    if unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0.0
+    if unicodedata.east_asian_width(ch) in ("W", "F"):
+        return 1.8
+    return 1.2 if ch.isupper() or ch.isdigit() else 1.0
 
 
 def legend(chart: Chart, x: float, y: float, entries: list[tuple[str, str]]) -> int:
@@ -145,7 +168,7 @@ def legend(chart: Chart, x: float, y: float, entries: list[tuple[str, str]]) -> 
     x_start, rows = x, 1
     for label, color in entries:
         short = shorten(label, LEGEND_CHARS)
-        width = 12 + 6 + CHAR_PX * len(short) + 18
+        width = 12 + 6 + CHAR_PX * text_width(short) + 18
         if x + width > WIDTH - RIGHT and x > x_start:
             x, y, rows = x_start, y + 18, rows + 1
         chart.add("rect", x=x, y=y - 5, width=12, height=10, rx=2, fill=color)
@@ -265,16 +288,24 @@ def _interval_band(chart: Chart, s: Series, days: list[date], x_of: Callable[[da
 
 def _timeline_markers(chart: Chart, markers: list[tuple[date, str, str]],
                       x_of: Callable[[date], float], plot_top: float, plot_bottom: float) -> None:
+    taken: list[list[tuple[float, float]]] = [[] for _ in range(MARKER_ROWS)]
     for n_marker, (day, text, tip) in enumerate(markers):
         x = x_of(day)
         chart.add("line", title=tip, x1=x, x2=x, y1=plot_top - 4, y2=plot_bottom,
                   stroke=MARK_COLOR, stroke_width=1.5, stroke_dasharray="5 4")
         short = shorten(text, MARKER_CHARS)
+        width = 1.15 * CHAR_PX * text_width(short)   # bold
         # Near the right edge the label goes to the left of its line instead of off the chart.
-        left = x + 5 + CHAR_PX * len(short) > WIDTH
+        left = x + 5 + width > WIDTH
+        span = (x - 5 - width, x - 5) if left else (x + 5, x + 5 + width)
+        # the first row where it covers no other label (else the rows in turn)
+        row = next((r for r, spans in enumerate(taken)
+                    if all(span[1] < a or b < span[0] for a, b in spans)),
+                   n_marker % MARKER_ROWS)
+        taken[row].append(span)
         chart.add("text", short, title=tip, x=x - 5 if left else x + 5,
-                  y=plot_top + 12 + 14 * (n_marker % 2),
-                  text_anchor="end" if left else None, class_="marker")
+                  y=plot_top + 12 + 14 * row, text_anchor="end" if left else None,
+                  class_="marker")
 
 
 def _day_axis(chart: Chart, days: list[date], tick_days: list[date],

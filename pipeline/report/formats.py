@@ -6,12 +6,43 @@ the environment autoescapes every value, so a string from the logs reaches the p
 from __future__ import annotations
 
 import math
+import unicodedata
 from pathlib import Path
 
 import jinja2
 import markupsafe
 
 TEMPLATES = Path(__file__).parent.parent / "templates"
+
+
+def cut(text: str, limit: int) -> str:
+    """The first `limit` code points of `text`, or fewer: never ending inside what a reader
+    sees as one character (a letter and its combining marks, a flag's two regional
+    indicators, emoji joined by a zero-width joiner or given a modifier)."""
+    end = min(max(limit, 0), len(text))
+    while 0 < end < len(text) and _continues(text, end):
+        end -= 1
+    return text[:end]
+
+
+def _continues(text: str, i: int) -> bool:
+    """Whether text[i] belongs to the character that text[i - 1] is part of."""
+    ch, before = text[i], text[i - 1]
+    if unicodedata.category(ch) in ("Mn", "Mc", "Me") or before == "\u200d":
+        return True
+    if ch == "\u200d" or "\ufe00" <= ch <= "\ufe0f" or "\U0001f3fb" <= ch <= "\U0001f3ff" \
+            or "\U000e0020" <= ch <= "\U000e007f":
+        return True
+    if _regional(ch) and _regional(before):
+        run = 0   # regional indicators pair up from the start of their run
+        while i - run - 1 >= 0 and _regional(text[i - run - 1]):
+            run += 1
+        return run % 2 == 1
+    return False
+
+
+def _regional(ch: str) -> bool:
+    return "\U0001f1e6" <= ch <= "\U0001f1ff"
 
 
 def f3(x) -> str:

@@ -14,6 +14,7 @@ from datetime import date
 
 import duckdb
 
+from pipeline.ingest.files import RAW_LIMIT
 from pipeline.report.audit import audit_section
 from pipeline.report.charts import (
     CAUSE_COLORS,
@@ -35,7 +36,7 @@ from pipeline.report.charts import (
     unit_domain,
 )
 from pipeline.report.drift import drift_section
-from pipeline.report.formats import compact, count, f2, f3, interval
+from pipeline.report.formats import compact, count, cut, f2, f3, interval
 from pipeline.report.quality import quality_section
 from pipeline.report.reads import rows, scalar
 from pipeline.report.rebuild import rebuild_section
@@ -138,9 +139,14 @@ def _served_k_text(served_k: list[dict]) -> str:
 
 
 def _preview(text: str | None) -> str | None:
+    """A quarantined record's first characters. Ingest keeps RAW_LIMIT characters of a record:
+    one of that length was most likely longer, so what is left out is told as "at least"."""
     if text is None or len(text) <= RAW_PREVIEW_CHARS:
         return text
-    return text[:RAW_PREVIEW_CHARS] + f"… ({len(text) - RAW_PREVIEW_CHARS} more characters)"
+    shown = cut(text, RAW_PREVIEW_CHARS)
+    more = len(text) - len(shown)
+    return shown + (f"… (at least {more} more characters)" if len(text) >= RAW_LIMIT
+                    else f"… ({more} more characters)")
 
 
 # ---------------------------------------------------------------------------------------------
