@@ -5,19 +5,19 @@
 -- (pipeline/ingest/index.py). Parameters: $source, $version, $raw_limit
 -- (characters of a bad row kept).
 -- content_hash defaults to sha256 of the text, so a manifest may carry either. A blank one
--- (or a blank text) is not given: an empty hash is no content, and two chunks logged with it
--- would otherwise be carried onto each other by a rebuild.
+-- (or a blank text: empty, spaces, tabs or line breaks, text_or_null) is not given: an empty
+-- hash is no content, and two chunks logged with it would otherwise be carried onto each
+-- other by a rebuild.
 
 CREATE OR REPLACE TEMP TABLE stage_index_checked AS
 WITH given AS (
-    SELECT * REPLACE (CASE WHEN trim(content_hash) <> '' THEN content_hash END AS content_hash,
-                      CASE WHEN trim(text) <> '' THEN text END AS text)
+    SELECT * REPLACE (text_or_null(content_hash) AS content_hash, text_or_null(text) AS text)
     FROM stage_index
 )
 SELECT *,
        CASE
            WHEN type_error IS NOT NULL THEN type_error
-           WHEN chunk_id IS NULL OR trim(chunk_id) = '' THEN 'missing or null required field: chunk_id'
+           WHEN text_or_null(chunk_id) IS NULL THEN 'missing or null required field: chunk_id'
            WHEN index_version IS NOT NULL AND index_version <> $version
                THEN 'index_version ' || index_version || ' differs from --version ' || $version
            WHEN content_hash IS NULL AND text IS NULL THEN 'neither content_hash nor text given'

@@ -264,3 +264,22 @@ def test_a_manifest_loaded_under_earlier_reading_rules_is_read_again_once(con, t
     # the day scored with the manifest as the earlier rules read it is scored again
     assert len(score(con).windows) == 1
     assert con.sql("SELECT cause FROM miss_causes").fetchall() == [("not_retrieved",)]
+
+
+@pytest.mark.parametrize("blank", ["   ", "\t", "\n", "\r\n", "\u00a0"])
+def test_a_text_or_hash_of_tabs_or_line_breaks_is_not_given_as_one_of_spaces_is(
+        con, tmp_path, blank):
+    # only spaces were blank: a text "\n" was content, and a rebuild carried a gold chunk onto
+    # any other chunk whose text was "\n"
+    write_jsonl(tmp_path / "m.jsonl", [
+        {"chunk_id": "a1", "text": blank},
+        {"chunk_id": "a2", "content_hash": blank, "text": "real text"},
+        {"chunk_id": blank, "text": "no ID"}])
+    result = ingest_index(con, str(tmp_path / "m.jsonl"), "idx-1")
+    assert (result.loaded, result.quarantined) == (1, 2)
+    import hashlib
+    assert con.sql("SELECT chunk_id, content_hash FROM index_chunks").fetchall() == [
+        ("a2", hashlib.sha256(b"real text").hexdigest())]
+    assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
+        (1, "neither content_hash nor text given"),
+        (3, "missing or null required field: chunk_id")]

@@ -38,8 +38,10 @@ _MANIFEST_COLUMNS = ("index_version", "chunk_id", "content_hash", "text")
 
 # How a manifest is read, recorded with it: a file loaded under earlier rules is read again
 # when it is next given, though unchanged. 2: only valid rows can be conflicting duplicates
-# (before, a valid chunk could be set aside with a row refused for another reason).
-_READING_RULES = "rules=2"
+# (before, a valid chunk could be set aside with a row refused for another reason); 3: a text
+# or content_hash of tabs or line breaks is blank, as one of spaces was (before, a rebuild
+# carried a gold chunk by it).
+_READING_RULES = "rules=3"
 
 
 def ingest_index(con, path: str, version: str) -> FileResult:
