@@ -228,6 +228,12 @@ def drift(con, config: Config | None = None, *, start: datetime | None = None,
                         changed, judged)
 
 
+# How drift is judged beyond its settings, stored in built_with so that `run` judges a
+# warehouse's series again once when it changes. 2: a rise no longer keeps windows out of a
+# forming baseline (_grow_baseline).
+RULES = 2
+
+
 def built_with(config: Config, baseline: Baseline) -> str:
     """The settings a drift row depends on, stored with it so that `run` re-judges when one
     changes."""
@@ -235,7 +241,7 @@ def built_with(config: Config, baseline: Baseline) -> str:
     return (f"mode={config.drift_mode};margin={config.drift_margin};"
             f"detectable={config.detectable_drop};baseline={baseline.text};"
             f"alpha={DEFAULT_ALPHA};pass_mark={config.pass_mark}"
-            + (f";gap={gap}" if gap else ""))
+            + (f";gap={gap}" if gap else "") + f";rules={RULES}")
 
 
 def trailing_gap(config: Config, baseline: Baseline) -> int:
@@ -898,9 +904,13 @@ def _one_interval(row: dict, j: int, tests: _Tests) -> None:
 
 
 def _grow_baseline(s: _Series, window: _Window, row: dict) -> None:
-    """A window with data, served by one index version and outside any open episode, joins
-    the baseline being formed."""
-    if window.n == 0 or len(window.versions) != 1 or row["state"] in ("opened", "ongoing"):
+    """A window with data, served by one index version and outside an open drop, joins the
+    baseline being formed. A drop keeps its windows out, so that a lasting drop stays flagged;
+    a rise does not: a rebuild that raised recall opened a rise against the previous version's
+    baseline and kept its own first windows from forming one, until recall fell again and the
+    fallen days formed it, so that no later drop was ever flagged."""
+    if window.n == 0 or len(window.versions) != 1 or (
+            row["state"] in ("opened", "ongoing") and s.episode == "drop"):
         return
     b = s.baseline
     if b.kind == "first":

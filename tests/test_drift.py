@@ -217,6 +217,10 @@ def test_trailing_baseline_ends_just_before_in_a_fixed_look_and_its_length_earli
     assert not stale_drift(con, config)
     con.execute("UPDATE drift_events SET built_with = replace(built_with, ';gap=3', '')")
     assert stale_drift(con, config) == (gap > 0)
+    # and so are rows judged under the rules before a rise let windows join a baseline
+    drift(con)
+    con.execute("UPDATE drift_events SET built_with = replace(built_with, ';rules=2', '')")
+    assert stale_drift(con, config)
 
 
 def test_a_window_too_small_to_see_the_detectable_drop_is_insufficient_not_stable(con, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -342,3 +343,51 @@ def test_anytime_with_a_trailing_baseline_keeps_its_false_alarms_within_alpha():
     flagged = sim.decisions(sim.judge_worlds(worlds, config, metrics=("mean_recall",)))
     alarms = np.isin(flagged, ["drop", "rise"]).any(axis=1).mean()
     assert alarms <= ALPHA + _binomial_error(ALPHA, 200)
+
+
+def _versioned_worlds(rng, means: np.ndarray, versions: list[str], requests: int,
+                      worlds: int, config: Config) -> np.ndarray:
+    """Decisions per world (worlds x days) of worlds served by `versions` (one per day)."""
+    import pyarrow as pa
+
+    from pipeline import drift
+
+    table = sim.windows_table([("all", f"w{i}", sim.simulate_days(rng, means, requests))
+                               for i in range(worlds)])
+    served = versions * worlds
+    n = table.column("n").to_pylist()
+    table = table.set_column(table.schema.get_field_index("index_versions"), "index_versions",
+                             pa.array([[v] for v in served]))
+    table = table.set_column(table.schema.get_field_index("version_counts"), "version_counts",
+                             pa.array([[(v, c)] for v, c in zip(served, n, strict=True)],
+                                      pa.map_(pa.string(), pa.int64())))
+    first_seen = {}
+    for day, version in enumerate(versions):
+        first_seen.setdefault(version, sim.START + timedelta(days=day))
+    events = drift.judge(table, config, "day", first_seen, metrics=("mean_recall",)).to_pydict()
+    return np.array(events["decision"]).reshape(len(versions), worlds).T
+
+
+@pytest.mark.parametrize(("mode", "baseline", "requests"), [
+    ("fixed", "first:7", 300), ("anytime", "first:7", 3000), ("fixed", "trailing:7", 300)])
+def test_a_drop_after_a_rebuild_that_raised_recall_is_flagged(mode, baseline, requests):
+    # the rebuild's rise kept the new version's own windows out of its baseline; when recall
+    # fell the rise resolved and the fallen days formed it: 0 of 20 worlds flagged the drop
+    rng = np.random.default_rng(21)
+    days, rebuild, fall = 130, 30, 90
+    day = np.arange(days)
+    means = np.where(day < rebuild, 0.80, np.where(day < fall, 0.92, 0.78))
+    versions = ["v1" if d < rebuild else "v2" for d in day]
+    config = Config(drift_mode=mode, baselines=(("*", parse_baseline(baseline)),))
+    decided = _versioned_worlds(rng, means, versions, requests, 20, config)
+    assert (decided[:, fall:] == "drop").any(axis=1).all()
+    assert not (decided[:, :fall] == "drop").any()
+
+
+def test_a_rebuild_that_hurt_recall_stays_flagged():
+    rng = np.random.default_rng(22)
+    days, rebuild = 90, 30
+    means = np.where(np.arange(days) < rebuild, 0.80, 0.60)
+    versions = ["v1" if d < rebuild else "v2" for d in range(days)]
+    decided = _versioned_worlds(rng, means, versions, 300, 20, Config(drift_mode="fixed"))
+    assert (decided[:, -20:] == "drop").all()
