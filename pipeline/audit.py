@@ -229,7 +229,7 @@ def _jsonl_records(path: Path, fh):
             continue
         try:
             record = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):   # RecursionError: nested past reading
             record = None
         if not isinstance(record, dict):
             raise RecallwatchError(

@@ -197,7 +197,7 @@ def import_claims(con, path: str | Path, gold_version: str) -> int:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):   # RecursionError: nested past reading
             record = None
         claims = record.get("claims") if isinstance(record, dict) else None
         gold_id = record.get("gold_id") if isinstance(record, dict) else None

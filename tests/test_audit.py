@@ -181,6 +181,9 @@ def test_a_labels_line_holding_half_a_character_is_one_sentence(tmp_path):
                     '"judge": 1, "human": 1}\n', encoding="utf-8")
     with pytest.raises(RecallwatchError, match=r"line 1 holds an unpaired surrogate \(\\ud83d"):
         read_labels(path)
+    path.write_text("[" * 200_000 + "\n", encoding="utf-8")
+    with pytest.raises(RecallwatchError, match="line 1 is not a JSON object"):
+        read_labels(path)
 
 
 @pytest.mark.parametrize(("edit", "message"), [

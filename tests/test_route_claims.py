@@ -639,6 +639,10 @@ def test_a_claims_file_holding_half_a_character_is_one_sentence_and_changes_noth
     with pytest.raises(RecallwatchError, match=r"line 1 holds an unpaired surrogate \(\\ud83d"):
         import_claims(con, path, "v1")
     assert con.sql("SELECT count(*) FROM golden_claims").fetchall() == [(0,)]
+    # a line nested past reading: the same one sentence as any line that is no JSON object
+    path.write_text("[" * 200_000 + "\n", encoding="utf-8")
+    with pytest.raises(RecallwatchError, match="line 1 must be JSON with a gold_id"):
+        import_claims(con, path, "v1")
 
 
 def test_claims_with_line_separators_or_a_byte_order_mark_import_as_exported(con, tmp_path):
