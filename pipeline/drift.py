@@ -230,8 +230,8 @@ def drift(con, config: Config | None = None, *, start: datetime | None = None,
 
 # How drift is judged beyond its settings, stored in built_with so that `run` judges a
 # warehouse's series again once when it changes. 2: a rise no longer keeps windows out of a
-# forming baseline (_grow_baseline).
-RULES = 2
+# forming baseline (_grow_baseline); 3: nor takes a window judged a drop in.
+RULES = 3
 
 
 def built_with(config: Config, baseline: Baseline) -> str:
@@ -904,12 +904,14 @@ def _one_interval(row: dict, j: int, tests: _Tests) -> None:
 
 
 def _grow_baseline(s: _Series, window: _Window, row: dict) -> None:
-    """A window with data, served by one index version and outside an open drop, joins the
-    baseline being formed. A drop keeps its windows out, so that a lasting drop stays flagged;
-    a rise does not: a rebuild that raised recall opened a rise against the previous version's
-    baseline and kept its own first windows from forming one, until recall fell again and the
-    fallen days formed it, so that no later drop was ever flagged."""
-    if window.n == 0 or len(window.versions) != 1 or (
+    """A window with data, served by one index version, outside an open drop and not itself
+    judged a drop, joins the baseline being formed. A drop keeps its windows out, so that a
+    lasting drop stays flagged, and so does a window that ended a rise by falling below the
+    baseline (its own decision a drop; the drop opens with the next). A rise does not: a
+    rebuild that raised recall opened a rise against the previous version's baseline and
+    kept its own first windows from forming one, until recall fell again and the fallen days
+    formed it, so that no later drop was ever flagged."""
+    if window.n == 0 or len(window.versions) != 1 or row["decision"] == "drop" or (
             row["state"] in ("opened", "ongoing") and s.episode == "drop"):
         return
     b = s.baseline

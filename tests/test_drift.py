@@ -16,7 +16,7 @@ from conftest import golden, graded_world, request, snapshot, write_jsonl
 from pipeline import api
 from pipeline.config import Baseline, parse_baseline, put_in_force, resolve
 from pipeline.demo import generate_demo_world
-from pipeline.drift import drift
+from pipeline.drift import RULES, drift
 from pipeline.errors import RecallwatchError
 from pipeline.run import run
 from pipeline.state import invalidate, stale_drift
@@ -219,8 +219,33 @@ def test_trailing_baseline_ends_just_before_in_a_fixed_look_and_its_length_earli
     assert stale_drift(con, config) == (gap > 0)
     # and so are rows judged under the rules before a rise let windows join a baseline
     drift(con)
-    con.execute("UPDATE drift_events SET built_with = replace(built_with, ';rules=2', '')")
+    con.execute("UPDATE drift_events SET built_with = replace(built_with, $rules, '')",
+                {"rules": f";rules={RULES}"})
     assert stale_drift(con, config)
+
+
+def test_a_window_flagged_as_a_drop_joins_no_baseline_though_it_ends_a_rise(con, tmp_path):
+    # a rise opens on 10-21; on 10-22 recall falls far below: the rise ends there and the
+    # window's own decision is a drop, but only an open drop kept windows out, so 10-22
+    # joined the trailing baseline the drop that opened on 10-23 was then measured against
+    days = {date(2026, 10, 1) + timedelta(days=n): 4 if n < 20 else 6 if n == 20 else 1
+            for n in range(30)}
+    gold, logs = graded_world(tmp_path, days)
+    run(con, logs=[str(logs)], gold=str(gold), gold_version="v1")
+    put_in_force(con, resolve(con, drift_mode="fixed", baselines={"*": "trailing:3"}))
+    drift(con)
+    rows = con.sql("SELECT window_start::DATE, decision, state, baseline_start::DATE, "
+                   "baseline_end::DATE FROM drift_events WHERE slice = 'all' AND k = 10 "
+                   "AND metric = 'mean_recall' ORDER BY 1").fetchall()
+    decided = {day: (decision, state) for day, decision, state, _, _ in rows}
+    assert decided[date(2026, 10, 21)] == ("rise", "opened")
+    assert decided[date(2026, 10, 22)] == ("drop", "resolved")
+    assert {decision for day, (decision, _) in decided.items()
+            if day > date(2026, 10, 22)} == {"drop"}
+    for day, _, _, start, end in rows:
+        if start is not None:
+            inside = [d for d in decided if start <= d < end]
+            assert all(decided[d][0] != "drop" for d in inside), (day, start, end)
 
 
 def test_a_window_too_small_to_see_the_detectable_drop_is_insufficient_not_stable(con, tmp_path):
