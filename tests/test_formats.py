@@ -810,3 +810,31 @@ def test_an_otlp_start_that_is_no_number_is_a_bad_timestamp_not_a_missing_one(co
     ingest_logs(con, [str(trace_starting_at(tmp_path, "yesterday"))])
     assert con.sql("SELECT reason FROM quarantine").fetchall() == [
         ("bad timestamp: yesterday",)]
+
+
+DEEP_OTLP = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+    "traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331",
+    "startTimeUnixNano": "1793527200000000000", "attributes": [
+        {"key": "openinference.span.kind", "value": {"stringValue": "RETRIEVER"}},
+        {"key": "input.value", "value": {"stringValue": "q"}},
+        {"key": "metadata", "value": {"stringValue": "{\"index_version\": \"v1\"}"}},
+        {"key": "retrieval.documents.0.document.id", "value": {"stringValue": "c1"}}]}]}]}]}
+DEEP_RAGAS = {"user_input": "q", "retrieved_context_ids": ["a"],
+              "timestamp": "2026-11-01T10:00:00Z", "index_version": "v1"}
+
+
+@pytest.mark.parametrize("good", [DEEP_OTLP, DEEP_RAGAS], ids=["openinference", "ragas"])
+def test_a_deeply_nested_line_of_a_trace_or_ragas_log_is_quarantined_not_a_crash(
+        con, tmp_path, good):
+    path = tmp_path / "deep.jsonl"
+    path.write_text(json.dumps(good) + "\n" + "[" * 100_000 + "\n")
+    summary = ingest_logs(con, [str(path)])
+    assert (summary.read, summary.loaded, summary.quarantined) == (2, 1, 1)
+
+
+def test_a_deeply_nested_line_of_a_gold_set_is_quarantined_not_a_crash(con, tmp_path):
+    path = tmp_path / "gold.jsonl"
+    path.write_text(json.dumps({"gold_id": "g1", "question": "q", "gold_chunk_ids": ["a"]})
+                    + "\n" + "[" * 100_000 + "\n")
+    ingest_gold(con, str(path), "g1")
+    assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [(2, "invalid JSON")]

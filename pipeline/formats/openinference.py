@@ -468,7 +468,7 @@ def _json_spans(path: Path) -> Iterator[Span | Problem]:
             continue
         try:
             record = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):   # RecursionError: nested past reading
             whole = (_json_document(path) if first and path.name.lower().endswith(".json")
                      else None)
             if whole is not None:
@@ -508,7 +508,7 @@ def _json_document(path: Path) -> list[Span] | None:
     try:
         with opener(path, "rb") as fh:
             document = json.loads(fh.read().decode("utf-8-sig"))
-    except (OSError, EOFError, UnicodeDecodeError, ValueError):
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     exports = document if isinstance(document, list) else [document]
     if not all(isinstance(e, dict) and e.keys() & OTLP_KEYS for e in exports):
@@ -525,7 +525,7 @@ def _read_export(request: dict, number: int) -> list[Span] | str:
     belongs, a null span): its record is quarantined with that reason."""
     try:
         return list(_otlp_spans(request, number))
-    except (AttributeError, TypeError, ValueError) as exc:
+    except (AttributeError, TypeError, ValueError, RecursionError) as exc:
         return f"not a well-formed OTLP trace export ({type(exc).__name__}: {exc})"
 
 

@@ -193,7 +193,7 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
                 continue
             try:
                 record = json.loads(text, object_pairs_hook=first_wins)
-            except ValueError:
+            except (ValueError, RecursionError):   # RecursionError: nested past reading
                 yield number, None, invalid_json_reason(text), text
                 continue
             if not isinstance(record, dict):
