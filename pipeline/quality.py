@@ -173,7 +173,7 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions):
             with delivery.fetch() as fetched, ExitStack() as staged:
                 try:
                     path, line_column, records = staged.enter_context(
-                        native_delivery(delivery, fetched, options))
+                        native_delivery(delivery, fetched, options, max_record_bytes))
                     stage_log_file(con, path, max_record_bytes, line_column=line_column,
                                    shown_as=delivery.source, json_records=records)
                     rows = bool(line_column) or is_parquet(path)

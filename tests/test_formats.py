@@ -838,3 +838,40 @@ def test_a_deeply_nested_line_of_a_gold_set_is_quarantined_not_a_crash(con, tmp_
                     + "\n" + "[" * 100_000 + "\n")
     ingest_gold(con, str(path), "g1")
     assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [(2, "invalid JSON")]
+
+
+@pytest.mark.parametrize("fmt", ["ragas", "openinference"])
+def test_max_record_bytes_applies_to_ragas_and_trace_logs_as_to_native_ones(con, tmp_path, fmt):
+    # a RAGAS sample of 300 bytes under a limit of 2,000 was quarantined as "record too
+    # large (limit 8388608; raise it with --max-record-bytes)" at any limit: the format read
+    # its lines with the default limit
+    text = "x" * 300
+    if fmt == "ragas":
+        record = {**DEEP_RAGAS, "retrieved_contexts": [text]}
+    else:
+        record = json.loads(json.dumps(DEEP_OTLP))
+        record["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append(
+            {"key": "retrieval.documents.0.document.content", "value": {"stringValue": text}})
+    path = tmp_path / "big.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    size = path.stat().st_size
+    # a trace line holds a batch of spans: it may be 16 times as long as a record
+    limit = size if fmt == "ragas" else -(-size // 16)
+    assert ingest_logs(con, [str(path)], max_record_bytes=limit).loaded == 1
+    con.execute("DELETE FROM ingest_files")
+    summary = ingest_logs(con, [str(path)], max_record_bytes=limit - 1)
+    assert summary.quarantined == 1
+    ((reason,),) = con.sql("SELECT reason FROM quarantine").fetchall()
+    assert reason.endswith(
+        f"record too large: {size} bytes (limit {(limit - 1) * (1 if fmt == 'ragas' else 16)}; "
+        "raise it with --max-record-bytes)")
+
+
+def test_a_gold_record_too_large_names_no_option_that_ingest_gold_lacks(con, tmp_path):
+    path = tmp_path / "gold.jsonl"
+    path.write_text(json.dumps({"gold_id": "g1", "question": "q" * (9 << 20),
+                                "gold_chunk_ids": ["a"]}) + "\n" + json.dumps(
+        {"gold_id": "g2", "question": "q", "gold_chunk_ids": ["a"]}) + "\n")
+    ingest_gold(con, str(path), "g1")
+    ((reason,),) = con.sql("SELECT reason FROM quarantine").fetchall()
+    assert reason.startswith("record too large: ") and reason.endswith("(limit 8388608)")

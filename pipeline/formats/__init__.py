@@ -4,12 +4,12 @@ record gets the same checks, quarantine and scores whatever format it came in.
 
 A format other than native is one module that registers a `Format`: how to recognise a file by
 its columns (Parquet) or its first records' keys (JSON), the columns it expects (named in the
-error for a file that matches no format), and `to_native(path, out, options)`, which writes the
-file's requests to `out` as a native Parquet file with one more column, `line`: the line (JSON)
-or row (Parquet) of the input that the request came from, 1-based, so that quarantine points
-at the input, and optionally `problem`: why a record could not be converted (its quarantine
-reason). `--format` chooses a format explicitly; otherwise the first that recognises the
-file is used, native first."""
+error for a file that matches no format), and `to_native(path, out, options,
+max_record_bytes)`, which writes the file's requests to `out` as a native Parquet file with one
+more column, `line`: the line (JSON) or row (Parquet) of the input that the request came from,
+1-based, so that quarantine points at the input, and optionally `problem`: why a record could
+not be converted (its quarantine reason). `--format` chooses a format explicitly; otherwise
+the first that recognises the file is used, native first."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ class Format:
     name: str
     expects: str                                  # e.g. "user_input, retrieved_context_ids"
     recognises: Callable[[frozenset[str]], bool]  # by the file's column / key names
-    to_native: Callable[[Path, Path, object], None]
+    to_native: Callable[[Path, Path, object, int], None]
 
 
 _FORMATS: dict[str, Format] = {}
@@ -240,7 +240,8 @@ def _without_row_number(path: Path, out: Path) -> Path:
 
 
 @contextmanager
-def native_file(path: Path, options) -> Iterator[tuple[Path, str | None]]:
+def native_file(path: Path, options, max_record_bytes: int,
+                ) -> Iterator[tuple[Path, str | None]]:
     """A fetched log file in the native format, for as long as the block runs: the file itself
     (line numbers are its own), or its requests converted to a temporary native Parquet file
     whose `line` column holds each request's line in `path`. `options` is the source's
@@ -262,7 +263,7 @@ def native_file(path: Path, options) -> Iterator[tuple[Path, str | None]]:
         return
     with tempfile.TemporaryDirectory(prefix="recallwatch-format-") as scratch:
         out = Path(scratch) / "native.parquet"
-        fmt.to_native(path, out, options)
+        fmt.to_native(path, out, options, max_record_bytes)
         yield out, LINE_COLUMN
 
 

@@ -58,7 +58,7 @@ from pipeline.formats import (
     register,
     text_id,
 )
-from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES, RAW_LIMIT, read_json_lines
+from pipeline.ingest.files import RAW_LIMIT, read_json_lines
 
 NAME = "openinference"
 RETRIEVER = OpenInferenceSpanKindValues.RETRIEVER.value
@@ -94,8 +94,9 @@ SKIPPED_PREFIXES = ("attributes.llm.", "attributes.embedding.")
 
 # OTLP JSON (lowerCamelCase per the OTLP/JSON spec; protobuf's own field names accepted too).
 OTLP_KEYS = frozenset({"resourceSpans", "resource_spans"})
-# An OTLP export line holds a whole batch of spans, far more than one log record.
-OTLP_MAX_LINE_BYTES = 16 * DEFAULT_MAX_RECORD_BYTES
+# An OTLP export line holds a whole batch of spans, far more than one log record: it may be
+# this many times as long as a record may be (--max-record-bytes).
+OTLP_LINE_RECORDS = 16
 
 _HEX_ID = re.compile(r"[0-9a-fA-F]{16}|[0-9a-fA-F]{32}")
 _DOCUMENT_KEY = re.compile(re.escape(DOCUMENTS) + r"\.(\d+)\.(.+)")
@@ -142,13 +143,15 @@ def recognises(names: frozenset[str]) -> bool:
         KIND_COLUMN in names or f"{ATTRIBUTE_PREFIX}{KIND}" in names)
 
 
-def to_native(path: Path, out: Path, options) -> None:
-    """Write the traces of an OpenInference file as native requests (see the module)."""
+def to_native(path: Path, out: Path, options, max_record_bytes: int) -> None:
+    """Write the traces of an OpenInference file as native requests (see the module); a line
+    of a JSON Lines export may hold a batch of spans, up to OTLP_LINE_RECORDS times the
+    record limit."""
     sources = _field_attributes(getattr(options, "columns", ()) or ())
     if is_parquet(path):
         items = list(_phoenix_parquet(path))
     else:
-        items = list(_json_spans(path))
+        items = list(_json_spans(path, OTLP_LINE_RECORDS * max_record_bytes))
     spans = [s for s in items if isinstance(s, Span)]
     rows = [_problem_row(p) for p in items if isinstance(p, Problem)]
     rows += [_problem_row(Problem(s.number, "a span without a trace id")) for s in spans
@@ -456,12 +459,12 @@ def _phoenix_parquet(path: Path) -> Iterator[Span]:
 
 # ------------------------------------------------------------------------------ JSON files
 
-def _json_spans(path: Path) -> Iterator[Span | Problem]:
-    """The spans of a JSON file: Phoenix rows or OTLP exports, one a line, or one OTLP
-    document in the whole file."""
+def _json_spans(path: Path, max_line_bytes: int) -> Iterator[Span | Problem]:
+    """The spans of a JSON file: Phoenix rows or OTLP exports, one a line (a longer line is
+    quarantined), or one OTLP document in the whole file."""
     number = 0
     first = True
-    for line, text, reason, raw in read_json_lines(path, OTLP_MAX_LINE_BYTES):
+    for line, text, reason, raw in read_json_lines(path, max_line_bytes):
         if text is None:
             number += 1
             yield Problem(number, f"line {line}: {reason}", raw)

@@ -146,18 +146,21 @@ def golden(record: dict) -> tuple[dict | None, str | None]:
     return native, None
 
 
-def to_native(path: Path, out: Path, options) -> None:
-    """Write the samples of a RAGAS dataset as native requests (see the module)."""
+def to_native(path: Path, out: Path, options, max_record_bytes: int) -> None:
+    """Write the samples of a RAGAS dataset as native requests (see the module); a JSON Lines
+    sample longer than max_record_bytes is quarantined."""
     from pipeline.ingest.files import RAW_LIMIT, file_hash
     from pipeline.ingest.gold import table_records
 
     columns = _columns(getattr(options, "columns", ()) or ())
-    records = list(table_records(path))
+    records = list(table_records(path, max_record_bytes))
+    read = [record for _, record, _, _ in records if record]
     present = set(pq.read_schema(path).names) if is_parquet(path) else {
-        key for _, record, _, _ in records if record for key in record}
+        key for record in read for key in record}
     missing = [f"{field} (column {columns[field]})" if columns[field] != field else field
                for field in REQUIRED_FIELDS if columns[field] not in present]
-    if records and missing:
+    # lines none of which could be read (each too large, say) lack no column: each is quarantined
+    if (records if is_parquet(path) else read) and missing:
         raise RecallwatchError(
             f"{path}: a RAGAS dataset read as logs needs {' and '.join(missing)}, which it "
             f"lacks: add {'them' if len(missing) > 1 else 'it'} (timestamp: when the sample "

@@ -296,12 +296,13 @@ def line_scan(path: Path) -> LineScan:
 
 
 def read_json_lines(
-    path: Path, max_record_bytes: int,
+    path: Path, max_record_bytes: int, *, limit_flag: str | None = "--max-record-bytes",
 ) -> Iterator[tuple[int, str | None, str | None, str | None]]:
     """Yield (line number, text, reason, raw) for each non-blank line. A line that is not UTF-8
-    or is longer than the limit has text None and a reason; its raw bytes are kept, decoded
-    with replacement characters and truncated. Memory stays bounded by the limit: a longer
-    line is skipped in bounded chunks, never read whole."""
+    or is longer than the limit has text None and a reason (naming `limit_flag`, the option
+    that raises the limit, where the command has one); its raw bytes are kept, decoded with
+    replacement characters and truncated. Memory stays bounded by the limit: a longer line is
+    skipped in bounded chunks, never read whole."""
     try:
         with _open_binary(path) as fh:
             number = 0
@@ -309,7 +310,7 @@ def read_json_lines(
             while data := fh.readline(max_record_bytes + 1 + (len(UTF8_BOM) if not number
                                                               else 0)):
                 number += 1
-                judged = _judge_line(fh, number, data, max_record_bytes)
+                judged = _judge_line(fh, number, data, max_record_bytes, limit_flag)
                 if judged:
                     yield judged
     except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
@@ -371,6 +372,7 @@ def _line_starts(fh, wanted: list[int]) -> list[tuple[int, int]]:
 
 
 def _judge_line(fh, number: int, data: bytes, max_record_bytes: int,
+                limit_flag: str | None = "--max-record-bytes",
                 ) -> tuple[int, str | None, str | None, str | None] | None:
     """The (line number, text, reason, raw) of line `number`, whose first bytes `data` were
     read from `fh` (at most the limit and one byte more); None for a blank line."""
@@ -379,10 +381,9 @@ def _judge_line(fh, number: int, data: bytes, max_record_bytes: int,
     if len(data) > max_record_bytes:
         raw = data[:RAW_LIMIT].rstrip(b"\r\n").decode("utf-8", errors="replace")
         size = len(data) + _skip_rest_of_line(fh, data)
+        advice = f"; raise it with {limit_flag}" if limit_flag else ""
         return number, None, (
-            f"record too large: {size} bytes (limit {max_record_bytes}; "
-            "raise it with --max-record-bytes)"
-        ), raw
+            f"record too large: {size} bytes (limit {max_record_bytes}{advice})"), raw
     if not data.strip():
         return None
     try:

@@ -153,10 +153,11 @@ def _goldens_differing(con, version: str, rows: list[dict]) -> list[str]:
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
-def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, str]]:
+def table_records(path: Path, max_record_bytes: int | None = None,
+                  ) -> Iterator[tuple[int, dict | None, str | None, str]]:
     """Yield (line, record or None, reason, raw) for each record of a JSONL/CSV/Parquet
-    file (a gold set; a RAGAS dataset read as logs); raw is the record as read, for
-    quarantine."""
+    file (a gold set; a RAGAS dataset read as logs, with the log's --max-record-bytes); raw
+    is the record as read, for quarantine."""
     name = path.name.lower()
     if name.endswith(".parquet"):
         try:
@@ -187,7 +188,10 @@ def table_records(path: Path) -> Iterator[tuple[int, dict | None, str | None, st
             reason = csv_field_count_reason(row, len(set(reader.fieldnames or ())))
             yield number, None if reason else row, reason, json.dumps(row)
     else:
-        for number, text, reason, raw in read_json_lines(path, DEFAULT_MAX_RECORD_BYTES):
+        # a gold set has no option to raise its limit; a log has --max-record-bytes
+        for number, text, reason, raw in read_json_lines(
+                path, max_record_bytes or DEFAULT_MAX_RECORD_BYTES,
+                limit_flag="--max-record-bytes" if max_record_bytes else None):
             if text is None:
                 yield number, None, reason, raw
                 continue

@@ -142,7 +142,8 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int,
     if skipped:
         return skipped, set()
     params = {"source": source, "kind": "logs", "version": None, "raw_limit": RAW_LIMIT}
-    with delivery.fetch() as fetched, native_delivery(delivery, fetched, options) as (
+    with delivery.fetch() as fetched, native_delivery(delivery, fetched, options,
+                                                                 max_record_bytes) as (
             path, line_column, records):
         with transaction(con):
             # the days this delivery brought requests to, before and after, are scored anew
@@ -234,8 +235,8 @@ def _judge_and_load(con, params: dict, validate: dict) -> int:
 
 
 @contextmanager
-def native_delivery(delivery: Delivery, fetched: Path,
-                    options: ReadOptions) -> Iterator[tuple[Path, str | None, bool]]:
+def native_delivery(delivery: Delivery, fetched: Path, options: ReadOptions,
+                    max_record_bytes: int) -> Iterator[tuple[Path, str | None, bool]]:
     """A fetched delivery as stage_log_file reads it: (path, line column, JSON records or
     not). A table source's rows come as native JSON records with their lines
     (Delivery.json_records) and are staged as they are; any other file goes through its
@@ -243,7 +244,7 @@ def native_delivery(delivery: Delivery, fetched: Path,
     if getattr(delivery, "json_records", False):
         yield fetched, LINE_COLUMN, True
         return
-    with native_file(fetched, options) as (path, line_column):
+    with native_file(fetched, options, max_record_bytes) as (path, line_column):
         yield path, line_column, False
 
 
