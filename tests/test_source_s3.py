@@ -331,6 +331,23 @@ def test_no_objects_is_an_error_but_a_day_without_partitions_is_nothing(bucket, 
     assert checks["passed"] and "no log files" in checks["checks"][0]["detail"]
 
 
+def test_a_glob_that_matches_no_log_on_any_day_is_an_error_with_an_interval_too(bucket,
+                                                                               warehouse):
+    # a mistyped suffix: the day's partition holds logs, the glob none of them; with an
+    # interval this was "0 file(s) ingested" every day without a word
+    bucket.put_jsonl(f"logs/dt={DAYS[0]}/part-0.jsonl", day_records(DAYS[0]))
+    bucket.put_jsonl(f"logs/dt={DAYS[1]}/part-0.jsonl", day_records(DAYS[1]))
+    for uri in (bucket.uri("logs/*/part-*.jsonl.gz"), bucket.uri("logs/*/parts-*")):
+        with pytest.raises(RecallwatchError, match="no input files found"):
+            api.ingest_logs(warehouse, [uri], start=DAYS[0], end=DAYS[1])
+    # a glob that names logs of other days only: that interval has none, no error
+    summary = api.ingest_logs(warehouse, [bucket.uri(f"logs/dt={DAYS[1]}*/*.jsonl")],
+                              start=DAYS[0], end=DAYS[1])
+    assert summary.files == ()
+    assert api.ingest_logs(warehouse, [bucket.uri("logs/*/part-*.jsonl")], start=DAYS[0],
+                           end=DAYS[1]).loaded == 2
+
+
 def test_a_missing_bucket_and_an_unreachable_endpoint_are_one_line_each(bucket, run_cli,
                                                                        monkeypatch):
     code, out, err = run_cli("ingest", "logs", "s3://no-such-bucket/logs/")

@@ -114,14 +114,20 @@ def s3_deliveries(uri: str, suffixes: tuple[str, ...], options: ReadOptions) -> 
     gives everything under it). With options.start/end, only the day partitions that
     [start, end) touches are read (objects outside any day partition are read too: nothing
     says which days they hold); no partition for those days is an empty list (a scheduled
-    interval without logs is no error). Without an interval, or under a prefix that holds
-    nothing at all, finding no object is an error, as for local paths."""
+    interval without logs is no error). Without an interval, under a prefix that holds
+    nothing at all, or where the URI names no log object on any day (a mistyped glob or
+    suffix, which would otherwise pass every scheduled interval without a word), finding no
+    object is an error, as for local paths."""
     bucket, key = _split(uri)
     store = _store_from_environment(bucket)
     filesystem = _filesystem(store)
     window = _window(options)
     with _plain_errors(uri, store, bucket):
         infos, anything = _list(filesystem, bucket, key, window, suffixes, uri)
+        if not infos and window is not None and anything:
+            # nothing on the interval's days: is there anything on any day? (listed in full
+            # only when the interval found nothing)
+            anything = bool(_list(filesystem, bucket, key, None, suffixes, uri)[0])
     if not infos and (window is None or not anything):
         raise RecallwatchError(
             f"no input files found in {uri} (looked for {', '.join(suffixes)}).")
