@@ -354,7 +354,7 @@ def _json_rows(file: Path) -> Iterable[dict]:
                                    "again.")
         try:
             record = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):   # RecursionError: nested past reading
             record = None
         if not isinstance(record, dict):
             raise RecallwatchError(f"{file} line {number} is not a JSON object; fix the line "

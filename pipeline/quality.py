@@ -189,9 +189,12 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions):
                          "problem": "cannot be read as "
                                     + ("Parquet" if is_parquet(fetched) else "JSON Lines")})
                     continue
-                run_script(con, "validate_logs", fields.validate_parameters())
+                parameters = fields.validate_parameters()
+                run_script(con, "validate_logs", parameters)
                 run_script(con, "quality_records", {
-                    "file_no": number, "place": f"{name} {'row' if rows else 'line'}"})
+                    "file_no": number, "place": f"{name} {'row' if rows else 'line'}",
+                    "first_year": parameters["first_year"],
+                    "last_year": parameters["last_year"]})
         return con.sql(queries("quality_checks")["records_frame"]).df()
 
 

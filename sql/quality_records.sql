@@ -5,7 +5,8 @@
 -- stage_requests and stage_rejects (sql/stage_logs_jsonl.sql, or pipeline/ingest/logs.py for
 -- Parquet) and stage_checked (sql/validate_logs.sql).
 -- Parameters: $file_no (the file's place in the interval's list), $place (the file as the
--- checks name it, followed by 'line' or 'row').
+-- checks name it, followed by 'line' or 'row'), $first_year and $last_year (the years a
+-- timestamp may have, as validate_logs.sql reads them: one outside is a bad timestamp).
 -- Values are the record's as logged (k only where given); the timestamp is read by the rules
 -- ingest applies (validate_logs.sql), so the gate and the load agree on what a timestamp is.
 -- `digest` tells an identical re-delivery (loaded once by ingest) from a conflicting duplicate
@@ -17,7 +18,7 @@ INSERT INTO quality_records
 SELECT
     $file_no, r.line, $place || ' ' || r.line, true, true, NULL,
     CASE WHEN trim(r.logged.request_id) <> '' THEN r.logged.request_id END,
-    c.timestamp,
+    CASE WHEN year(c.timestamp) BETWEEN $first_year AND $last_year THEN c.timestamp END,
     r.logged.timestamp,
     CASE WHEN trim(r.logged.index_version) <> '' THEN r.logged.index_version END,
     try_cast(r.logged.k AS DOUBLE),

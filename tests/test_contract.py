@@ -376,3 +376,12 @@ def test_scores_go_to_a_pipe_or_a_link_in_place(server, run_cli, tmp_path):
     assert run_cli("score-dataset", good, "--out", fifo)[0] == 0
     reader.join(10)
     assert json.loads(got[0])["input_id"] == "q-1"
+
+
+def test_a_dataset_line_nested_past_reading_is_one_sentence(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"input_id": "a", "prompt": "q", "expected_output": "r", '
+                    '"sut_response": "s", "retrieved_context": ' + "[" * 200_000
+                    + "]" * 200_000 + "}\n", encoding="utf-8")
+    with pytest.raises(RecallwatchError, match="line 1 is not a JSON object"):
+        read_dataset(path)

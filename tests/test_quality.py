@@ -416,3 +416,16 @@ def test_a_file_that_cannot_be_read_stops_the_interval_whatever_the_tolerance(
         api.check_logs(warehouse, [str(day)], "2026-11-01", "2026-11-02")
     with connect(warehouse, read_only=True) as con:
         assert con.sql("SELECT count(*) FROM requests").fetchall() == [(0,)]
+
+
+def test_a_timestamp_of_a_year_ingest_refuses_is_unreadable_and_tolerated(tmp_path):
+    # ingest quarantines a year outside 1900-2999 as a bad timestamp (it lands in no day's
+    # windows), so the gate counts it as unreadable, within the tolerance, not as outside
+    good = [request(f"r-{i}", ["a"], ts=f"2026-11-01T{i % 24:02d}:00:00Z") for i in range(199)]
+    path = write_jsonl(tmp_path / "p.jsonl",
+                       [*good, request("r-old", ["a"], ts="1850-01-01T00:00:00Z")])
+    report = quality.validate_files([str(path)], DAY1, DAY2)
+    checks = by_name(report)
+    assert checks["timestamps in interval"]["success"]
+    assert checks["timestamp readable"]["observed"] == "1 unreadable"
+    assert report.passed
