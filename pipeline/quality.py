@@ -3,8 +3,8 @@ they are read the way ingest reads them (pipeline.ingest.logs stages each file o
 DuckDB connection, never the warehouse), turned into one row per record (sql/quality_records.sql)
 and validated with Great Expectations as a pandas DataFrame. Blocking checks (files readable,
 records parse, request_id present and unique, timestamps readable and inside the interval,
-ranks >= 1, index_version present, a retrieved list present, k >= 1 where logged) stop the
-interval: `gate` raises QualityGateFailed with one line naming each failed check, its count
+ranks >= 1, index_version present, a retrieved list present, k >= 1 where logged, and every
+record one ingest loads) stop the interval: `gate` raises QualityGateFailed with one line naming each failed check, its count
 and an example, and the caller loads nothing.
 Warnings (empty retrievals, retrieved-list length, golden join keys; after loading, the share
 matched to a golden and the share quarantined, `check_loaded`) never block. Every check is a
@@ -392,6 +392,16 @@ def _retrieved_length(o, frame, start, end):
             f"chunks, e.g. {example} ({int(o.first.get('n_retrieved'))})")
 
 
+def _records_load(o, frame, start, end):
+    if not o.unexpected:
+        return ("0 quarantined", None,
+                "ingest would quarantine no record for a reason the checks above do not name")
+    example = f"{o.first.get('place')}: {o.first.get('load_problem')}"
+    return (f"{o.unexpected:,} quarantined", example,
+            f"ingest would quarantine {o.unexpected:,} of {len(frame):,} records for a reason "
+            f"the checks above do not name, e.g. {example}")
+
+
 def _gold_key(o, frame, start, end):
     if not o.unexpected:
         return "0 without", None, "every record has a gold_id or a query to join a golden by"
@@ -451,6 +461,12 @@ RULES = (
           lambda E, parsed, start, end: E.ExpectColumnValuesToBeBetween(
               column="k", min_value=1, mostly=TOLERATED),
           _at_least_one("k", "logged k")),
+    # whatever else ingest quarantines a record for (a missing query, a fractional k or rank,
+    # a null chunk_id, ...): a green gate before every record is quarantined is no gate
+    _Rule("records load", True,
+          lambda E, parsed, start, end: E.ExpectColumnValuesToBeNull(
+              column="load_problem", row_condition=parsed, mostly=TOLERATED),
+          _records_load),
     _Rule("empty retrievals", False,
           lambda E, parsed, start, end: E.ExpectColumnValuesToBeBetween(
               column="n_retrieved", min_value=1, mostly=1 - MAX_EMPTY_SHARE),

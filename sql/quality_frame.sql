@@ -21,5 +21,6 @@ CREATE OR REPLACE TEMP TABLE quality_records (
     min_rank         DOUBLE,
     n_retrieved      INTEGER,            -- chunks logged, all steps; NULL when no list
     has_gold_key     BOOLEAN,            -- a gold_id, or a query to join a golden by
-    digest           VARCHAR
+    digest           VARCHAR,
+    load_problem     VARCHAR             -- why ingest would quarantine a parsed record, or NULL
 );

@@ -12,7 +12,9 @@
 -- `digest` tells an identical re-delivery (loaded once by ingest) from a conflicting duplicate
 -- as ingest does (validate_logs.sql's record_digest of the values as loaded: `Z` and `+00:00`,
 -- k 5 and 5.0, JSON Lines and Parquet are the same record); a record ingest would quarantine
--- anyway is told apart by what was logged.
+-- anyway is told apart by what was logged. `load_problem` is ingest's own reason for
+-- quarantining the record (validate_logs.sql), so that the gate fails an interval ingest
+-- would quarantine much of for any reason, not only those its named checks look at.
 
 INSERT INTO quality_records
 SELECT
@@ -29,7 +31,8 @@ SELECT
     CASE WHEN c.reason IS NULL
          THEN record_digest(c.request_id, c.timestamp, c.query, c.gold_id, c.index_version,
                             c.index_size, c.k, c.session_id, c.turn, c.tags, c.retrieved)
-         ELSE md5(to_json({'logged': r.logged, 'items': r.items})::VARCHAR) END
+         ELSE md5(to_json({'logged': r.logged, 'items': r.items})::VARCHAR) END,
+    c.reason
 FROM stage_requests AS r
 JOIN stage_checked AS c USING (line);
 

@@ -25,7 +25,7 @@ DAY1, DAY2 = datetime(2026, 11, 1), datetime(2026, 11, 2)
 PUBLISHED = ("request_scores", "window_metrics", "drift_events")
 BLOCKING = ("files readable", "records parse", "request_id present", "request_id unique",
             "timestamp readable", "timestamps in interval", "ranks >= 1", "index_version present",
-            "retrieved present", "k >= 1")
+            "retrieved present", "k >= 1", "records load")
 
 
 def clean_day(directory: Path, day: str = "2026-11-01", n: int = 6) -> Path:
@@ -428,4 +428,61 @@ def test_a_timestamp_of_a_year_ingest_refuses_is_unreadable_and_tolerated(tmp_pa
     checks = by_name(report)
     assert checks["timestamps in interval"]["success"]
     assert checks["timestamp readable"]["observed"] == "1 unreadable"
+    assert report.passed
+
+
+@pytest.mark.parametrize(("field", "value", "reason"), [
+    ("query", None, "missing or null required field: query"),
+    ("k", 2.5, "k must be an integer of at least 1, got 2.5"),
+    ("retrieved", [{"chunk_id": "a", "rank": 1.5}],
+     "retrieved item 1 has a rank that is not an integer"),
+    ("retrieved", [{"chunk_id": None}], "retrieved item 1 has a null or missing chunk_id"),
+    ("tags", '{"a": "1", "a": "2"}', "tags has a duplicate key: a"),
+])
+def test_an_interval_ingest_would_quarantine_fails_the_gate_whatever_the_reason(
+        tmp_path, warehouse, field, value, reason):
+    # the named checks passed these, and ingest then quarantined every record of the interval
+    records = [request(f"r-{i}", ["a", "b"], ts=f"2026-11-01T10:{i % 60:02d}:00Z")
+               for i in range(100)]
+    for r in records:
+        if value is None:
+            r.pop(field)
+        elif field == "tags":
+            r[field] = {"a": "1"}
+        else:
+            r[field] = value
+    path = write_jsonl(tmp_path / "p.jsonl", records)
+    if field == "tags":   # a key twice in a JSON object: written as text
+        path.write_text(path.read_text().replace('"tags": {"a": "1"}', f'"tags": {value}'))
+    message = gate_failure([path])
+    assert message.endswith(": records load (100 quarantined, e.g. "
+                            f"{tmp_path.name}/p.jsonl line 1: {reason})"), message
+    summary = api.ingest_logs(warehouse, [str(path)])
+    assert (summary.loaded, summary.quarantined) == (0, 100)
+
+
+def test_a_few_records_ingest_would_quarantine_are_tolerated(tmp_path, warehouse):
+    records = [request(f"r-{i}", ["a"], ts=f"2026-11-01T10:{i % 60:02d}:00Z")
+               for i in range(200)]
+    del records[7]["query"]
+    report = quality.validate_files([str(write_jsonl(tmp_path / "p.jsonl", records))],
+                                    DAY1, DAY2)
+    check = by_name(report)["records load"]
+    assert report.passed and check["observed"] == "1 quarantined"
+    assert "within the 1% tolerance" in check["detail"]
+
+
+def test_the_tolerance_of_k_and_ranks_is_a_share_of_the_intervals_records(tmp_path):
+    # 4 of 400 records log a k, one of them 0: a quarter of those that logged one, 0.25 % of
+    # the interval, which ingest quarantines alone; and the same of ranks
+    records = [request(f"r-{i}", ["a"], ts=f"2026-11-01T10:{i % 60:02d}:00Z")
+               for i in range(400)]
+    for i in range(4):
+        records[i]["k"] = 0 if i == 0 else 5
+        records[i]["retrieved"] = [{"chunk_id": "a", "rank": 0 if i == 0 else 1}]
+    report = quality.validate_files([str(write_jsonl(tmp_path / "p.jsonl", records))],
+                                    DAY1, DAY2)
+    checks = by_name(report)
+    assert checks["k >= 1"]["success"] and checks["k >= 1"]["observed"] == "1 below 1"
+    assert checks["ranks >= 1"]["success"] and checks["ranks >= 1"]["observed"] == "1 below 1"
     assert report.passed
