@@ -4,8 +4,8 @@ DuckDB connection, never the warehouse), turned into one row per record (sql/qua
 and validated with Great Expectations as a pandas DataFrame. Blocking checks (files readable,
 records parse, request_id present and unique, timestamps readable and inside the interval,
 ranks >= 1, index_version present, a retrieved list present, k >= 1 where logged, and every
-record one ingest loads) stop the interval: `gate` raises QualityGateFailed with one line naming each failed check, its count
-and an example, and the caller loads nothing.
+record one ingest loads) stop the interval: `gate` raises QualityGateFailed with one line
+naming each failed check, its count and an example, and the caller loads nothing.
 Warnings (empty retrievals, retrieved-list length, golden join keys; after loading, the share
 matched to a golden and the share quarantined, `check_loaded`) never block. Every check is a
 row of `quality_checks`, replaced per interval and stage by `record`, so checking twice changes

@@ -18,11 +18,17 @@
 -- content: compared as itself only), content_hash (the content under other IDs: compared as
 -- each of them), gone (no chunk holds it: compared as nothing, so always a miss), unknown (no
 -- other manifest knows the chunk: compared as itself, as without a rebuild).
+-- served_from: a rollback to an index that an earlier recorded rebuild replaced and that was
+-- never recorded going live before (so $live_from is its going live again) carries to the
+-- requests it serves from $live_from on; what it served before, in its first stint, was
+-- served before any rebuild and keeps the gold IDs as they are (NULL: every request of it,
+-- as a canary's served before it went live).
 
 DELETE FROM carried_gold_ids WHERE index_version = $index_version;
 
 INSERT INTO carried_gold_ids
-    (gold_version, index_version, gold_chunk_id, carried_chunk_id, how, from_version, live_from)
+    (gold_version, index_version, gold_chunk_id, carried_chunk_id, how, from_version, live_from,
+     served_from)
 WITH gold_chunks AS (
     -- a gold set that names one index's chunks is compared by content from that index
     -- (sql/carry_named_gold.sql), never carried as if it named the index before a rebuild
@@ -121,6 +127,28 @@ found AS (
     FROM (SELECT gold_version, gold_chunk_id, unnest(hashes) AS hash FROM old_content) o
     JOIN new_hashes n USING (hash)
 ),
+replaced AS (
+    -- the index each other rebuild that went live before this one replaced: of the indexes
+    -- that served before it went live, the one that served most in the day before, then the
+    -- last to serve (as `preference` chooses the index a rebuild is carried from)
+    SELECT r.index_version AS rebuilt, q.index_version,
+           row_number() OVER (PARTITION BY r.index_version
+                              ORDER BY count(*) FILTER (WHERE q.timestamp >= r.live_from
+                                                                - INTERVAL 1 DAY) DESC,
+                                       max(q.timestamp) DESC, q.index_version) AS rank
+    FROM rebuilds r
+    JOIN requests q ON q.timestamp < r.live_from AND q.index_version <> r.index_version
+    WHERE r.index_version <> $index_version AND r.live_from < $live_from
+    GROUP BY r.index_version, r.live_from, q.index_version
+),
+rolled_back AS (
+    -- this index is one an earlier rebuild replaced, going live again: its first stint was
+    -- before that rebuild, and the carry (through the index between) is for what it serves
+    -- from $live_from on. An index recorded going live before keeps its first go-live
+    -- (sql/record_rebuild.sql), so none replaced it before then: its carry is for all of it
+    SELECT $live_from::TIMESTAMP AS served_from
+    WHERE EXISTS (SELECT 1 FROM replaced WHERE rank = 1 AND index_version = $index_version)
+),
 judged AS (
     SELECT g.gold_version, g.gold_chunk_id, o.from_version,
            list(f.chunk_id ORDER BY f.chunk_id) FILTER (WHERE f.chunk_id IS NOT NULL) AS chunks
@@ -132,5 +160,5 @@ judged AS (
 SELECT gold_version, $index_version, gold_chunk_id,
        unnest(carried_as(gold_chunk_id, from_version IS NOT NULL, chunks)),
        carry_how(gold_chunk_id, from_version IS NOT NULL, chunks),
-       from_version, $live_from::TIMESTAMP
+       from_version, $live_from::TIMESTAMP, (SELECT served_from FROM rolled_back)
 FROM judged;

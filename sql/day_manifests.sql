@@ -9,9 +9,10 @@
 
 CREATE OR REPLACE TEMP TABLE day_manifests AS
 WITH served AS (
-    SELECT DISTINCT date_trunc('day', timestamp) AS day, index_version
+    SELECT date_trunc('day', timestamp) AS day, index_version, max(timestamp) AS latest
     FROM requests
     WHERE ($first IS NULL OR timestamp >= $first) AND ($last IS NULL OR timestamp < $last)
+    GROUP BY ALL
 ),
 manifest AS (
     SELECT version AS index_version,
@@ -21,13 +22,18 @@ manifest AS (
     GROUP BY version
 ),
 carried AS (
-    SELECT index_version,
-           md5(string_agg(to_json([gold_version, gold_chunk_id, carried_chunk_id])::VARCHAR,
+    -- served_from: a rollback's carry is no input of the days before the index went live
+    -- again (sql/carry_gold_ids.sql), only of the days it served at or after then
+    SELECT index_version, max(served_from) AS served_from,
+           md5(string_agg(to_json(CASE WHEN served_from IS NULL
+                                       THEN [gold_version, gold_chunk_id, carried_chunk_id]
+                                       ELSE [gold_version, gold_chunk_id, carried_chunk_id,
+                                             served_from::VARCHAR] END)::VARCHAR,
                           ',' ORDER BY gold_version, gold_chunk_id, carried_chunk_id)) AS ids
-    FROM (SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id
+    FROM (SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id, served_from
           FROM carried_gold_ids
           UNION ALL
-          SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id
+          SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id, NULL
           FROM named_gold_ids)
     GROUP BY index_version
 )
@@ -36,5 +42,7 @@ SELECT day,
                       ORDER BY s.index_version)) AS manifests
 FROM served s
 LEFT JOIN manifest m USING (index_version)
-LEFT JOIN carried c USING (index_version)
+LEFT JOIN carried c
+       ON c.index_version = s.index_version
+      AND (c.served_from IS NULL OR s.latest >= c.served_from)
 GROUP BY day;

@@ -14,31 +14,35 @@
 CREATE OR REPLACE TEMP TABLE route_window AS
 WITH compared_ids AS (
     -- a gold set is carried by rebuilds or names one index's chunks, never both
-    SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id FROM carried_gold_ids
+    SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id, served_from
+    FROM carried_gold_ids
     UNION ALL
-    SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id FROM named_gold_ids
+    SELECT gold_version, index_version, gold_chunk_id, carried_chunk_id, NULL
+    FROM named_gold_ids
 ),
 carried_items AS (
     -- each gold chunk of the gold set's goldens on each index a rebuild carried the gold set
     -- to, with the IDs it is compared as there (none for a gone chunk)
-    SELECT g.gold_id, v.index_version, g.position,
+    SELECT g.gold_id, v.index_version, v.served_from, g.position,
            CASE WHEN count(k.gold_chunk_id) = 0 THEN [g.chunk_id]
                 ELSE list_filter(list(k.carried_chunk_id), lambda c: c IS NOT NULL)
            END AS compared
     FROM (SELECT gold_version, gold_id, unnest(gold_chunk_ids) AS chunk_id,
                  generate_subscripts(gold_chunk_ids, 1) AS position
           FROM goldens) g
-    JOIN (SELECT DISTINCT gold_version, index_version FROM compared_ids) v
+    JOIN (SELECT gold_version, index_version, max(served_from) AS served_from
+          FROM compared_ids GROUP BY ALL) v
       ON v.gold_version = $gold_version AND g.gold_version = v.gold_version
     LEFT JOIN compared_ids k
       ON k.gold_version = g.gold_version AND k.index_version = v.index_version
      AND k.gold_chunk_id = g.chunk_id
-    GROUP BY g.gold_id, v.index_version, g.position, g.chunk_id
+    GROUP BY g.gold_id, v.index_version, v.served_from, g.position, g.chunk_id
 ),
 carried_goldens AS (
-    SELECT gold_id, index_version, list(compared ORDER BY position) AS compared_items
+    SELECT gold_id, index_version, served_from,
+           list(compared ORDER BY position) AS compared_items
     FROM carried_items
-    GROUP BY gold_id, index_version
+    GROUP BY gold_id, index_version, served_from
 )
 SELECT
     m.request_id, m.timestamp, m.gold_id, m.index_version, m.k, m.chunk_ranks, m.status,
@@ -60,7 +64,11 @@ SELECT
                     lambda r: r IS NOT NULL)
     END AS relevant_places
 FROM score_matched($start, $end, $gold_version, $needs) m
-LEFT JOIN carried_goldens cg USING (gold_id, index_version);
+-- a rollback's carry applies from when the index went live again (served_from), not to what
+-- it served in its first stint, before any rebuild (sql/carry_gold_ids.sql)
+LEFT JOIN carried_goldens cg
+       ON cg.gold_id = m.gold_id AND cg.index_version = m.index_version
+      AND (cg.served_from IS NULL OR m.timestamp >= cg.served_from);
 
 INSERT INTO miss_causes
 WITH missing AS (

@@ -179,6 +179,11 @@ CREATE TABLE IF NOT EXISTS carried_gold_ids (
     from_version     VARCHAR,              -- whose manifest gave the old content; NULL: unknown
     live_from        TIMESTAMP NOT NULL    -- when index_version went live (UTC)
 );
+-- The carried IDs apply to the requests of index_version from this instant on, NULL: to every
+-- one. Set on a rollback to an index that served before the rebuild it replaced was recorded
+-- and never went live as a rebuild itself: what it served before (its first stint, before any
+-- rebuild) keeps comparing the gold IDs as they are.
+ALTER TABLE carried_gold_ids ADD COLUMN IF NOT EXISTS served_from TIMESTAMP;
 
 -- The index rebuilds recorded by `recallwatch rebuild` (pipeline/rebuild.py): which index went
 -- live when. Every gold set loaded later is carried to each of them, also one loaded after

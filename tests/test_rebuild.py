@@ -945,6 +945,54 @@ def test_a_rollback_to_the_old_index_keeps_what_was_carried_to_the_one_between(c
     assert con.sql("SELECT DISTINCT recall FROM request_scores").fetchall() == [(1.0,)]
 
 
+def test_a_rollback_to_the_first_index_leaves_what_it_served_before_as_it_was(con, tmp_path):
+    # idx-1 (never recorded as a rebuild) to day 7, idx-2 from day 8, back to idx-1 from day
+    # 15. The gold chunk c-9 is unknown to idx-1; idx-2 uses the ID c-9 for alpha, which idx-1
+    # holds as y-1. The rollback carries c-9 back through idx-2 as y-1, and that carry was
+    # applied to every request of idx-1: the days 1-7, served before any rebuild, went from
+    # recall 0 to 1 though neither they nor the gold set changed
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-9"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "y-1", "text": "alpha"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "c-9", "text": "alpha"}])
+    stints = {"s1": [request(f"a-{d}", ["y-1"], ts=day(d)) for d in range(1, 8)],
+              "s2": [request(f"b-{d}", ["c-9"], ts=day(d), index_version="idx-2")
+                     for d in range(8, 15)],
+              "s3": [request(f"c-{d}", ["y-1"], ts=day(d)) for d in range(15, 17)]}
+    for name, logs in stints.items():
+        write_jsonl(tmp_path / f"{name}.jsonl", logs)
+
+    def scores(con) -> dict[str, float]:
+        return dict(con.sql("SELECT request_id, recall FROM request_scores").fetchall())
+
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    run(con, logs=[str(tmp_path / "s1.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    first = scores(con)
+    assert set(first.values()) == {0.0}
+    run(con, logs=[str(tmp_path / "s2.jsonl")])
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    run(con, logs=[str(tmp_path / "s3.jsonl")])
+    rebuild(con, "idx-1", str(tmp_path / "idx-1.jsonl"), datetime(2026, 11, 15))
+    run(con)
+    after = scores(con)
+
+    assert {r: after[r] for r in first} == first   # the first stint as it was
+    assert {r: s for r, s in after.items() if r[0] != "a"} == {   # the rollback's carry
+        **{f"b-{d}": 1.0 for d in range(8, 15)}, **{f"c-{d}": 1.0 for d in range(15, 17)}}
+    before = snapshot(con)
+    rebuild(con, "idx-1", str(tmp_path / "idx-1.jsonl"), datetime(2026, 11, 15))
+    run(con)
+    assert snapshot(con) == before
+    with connect(tmp_path / "fresh.duckdb") as fresh:   # every log first, same rebuilds
+        ingest_index(fresh, str(tmp_path / "idx-1.jsonl"), "idx-1")
+        run(fresh, logs=[str(tmp_path / f"{n}.jsonl") for n in stints],
+            gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+        rebuild(fresh, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+        rebuild(fresh, "idx-1", str(tmp_path / "idx-1.jsonl"), datetime(2026, 11, 15))
+        run(fresh)
+        assert scores(fresh) == after
+
+
 @pytest.mark.parametrize("old_days, old_hour", [(range(10, 13), 11), (range(11, 13), 10)],
                          ids=["old-logged-later-that-day", "old-logged-from-the-next-day"])
 def test_logs_that_start_during_a_canary_carry_from_the_index_it_replaces(
