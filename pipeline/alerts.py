@@ -357,6 +357,8 @@ NOTHING_JUDGED = {
                   "so there is nothing left to judge on it",
     "not_measured": "judged: k={k} is no longer measured (the cutoffs in force changed), so "
                     "nothing on it is compared any more; alerts follow the alert cutoff in force",
+    "route_retired": "judged: its route is no longer scored (the routes in force changed), so "
+                     "nothing on it is compared any more",
 }
 
 
@@ -631,7 +633,7 @@ def pending_alerts(con, config: Config, channel_names: list[str]) -> list[dict]:
     and metrics, per channel, with what the alerts table holds for it."""
     cursor = con.execute(sql("pending_alerts"),
                          {"k": config.alert_cutoff, "metrics": list(config.alert_metrics),
-                          "channels": channel_names})
+                          "channels": channel_names, "routes": list(config.routes)})
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 

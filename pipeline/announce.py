@@ -11,15 +11,18 @@ imports Airflow; passwords and tokens are read from the environment and never pr
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from pipeline.endpoints import http_endpoint
 from pipeline.errors import RecallwatchError
 
 log = logging.getLogger(__name__)
@@ -59,12 +62,22 @@ def announce_rebuild(airflow_url: str, index_version: str, manifest: str, live_f
     from pipeline.api import instant
 
     base = airflow_url.strip().rstrip("/")
-    parts = urllib.parse.urlsplit(base)
-    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+    try:
+        parts = urllib.parse.urlsplit(base)
+    except ValueError:   # an unclosed IPv6 bracket
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname \
+            or "@" in parts.netloc:
         # not echoed: a URL with user:password@ in it holds a secret
         raise RecallwatchError("--airflow-url must be the api-server's http(s) URL without a "
                                "user or password in it, e.g. http://airflow:8080; for a login, "
                                + _SET_CREDENTIALS + ".")
+    if (http_endpoint(base) is None or not base.isascii()
+            or re.search(r"[\s\x00-\x1f\x7f]", base)):
+        # a port that is no number, a space or a control character: http.client refuses it
+        raise RecallwatchError("--airflow-url must be the api-server's http(s) URL: a host name "
+                               "and, if any, a port number from 1 to 65535, of printable ASCII "
+                               "(others percent-encoded), e.g. http://airflow:8080.")
     if not index_version.strip():
         raise RecallwatchError("--index-version must name the new index, e.g. idx-2026-11-02.")
     if not str(manifest).strip():
@@ -140,7 +153,7 @@ def _call(base: str, method: str, path: str, body: dict | None, headers: dict[st
     endpoint = path.split("?")[0]
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            answer = json.loads(response.read() or b"{}")
+            raw = response.read()
     except urllib.error.HTTPError as exc:
         exc.close()
         advice = _ADVICE.get((endpoint, exc.code),
@@ -152,6 +165,11 @@ def _call(base: str, method: str, path: str, body: dict | None, headers: dict[st
         reason = getattr(reason, "strerror", None) or reason   # "Connection refused"
         raise RecallwatchError(f"cannot reach Airflow at {base} ({reason}): check --airflow-url "
                                "and that its api-server is running.") from None
+    except (UnicodeError, http.client.InvalidURL):   # e.g. a host name with an empty label
+        raise RecallwatchError(f"cannot reach Airflow at {base} (its host name is not a valid "
+                               "one): check --airflow-url.") from None
+    try:   # apart from the request: a bad host name is no answer "other than JSON"
+        answer = json.loads(raw or b"{}")
     except ValueError:
         raise RecallwatchError(f"Airflow at {base} answered {method} {endpoint} with something "
                                "other than JSON: is --airflow-url the api-server's address?"

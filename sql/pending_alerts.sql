@@ -27,8 +27,10 @@
 -- its resolution was sent sends 'unresolved' (under its own episode) until it resolves.
 -- Events of the alert cutoff and metrics in force, and those of episodes paged under earlier
 -- ones (so a resolution follows its opening).
+-- A route taken out of force ('route_retired') withdraws its sent openings the same way.
 -- Grain: one row per episode_id x event x channel. Parameters: $k (the alert cutoff),
--- $metrics (list of metric names), $channels (list of channel names, in delivery order).
+-- $metrics (list of metric names), $channels (list of channel names, in delivery order),
+-- $routes (the routes in force).
 
 WITH openings AS (
     SELECT episode_id, arg_min(decision, window_start) AS direction,
@@ -75,6 +77,7 @@ withdrawals AS (
            a.window_start, a.window_start + INTERVAL 1 DAY AS window_end, a.slice, a.route,
            a.k, a.gold_version, a.metric, a.episode_id, a.direction,
            CASE WHEN d.state IS NOT NULL THEN d.state
+                WHEN NOT list_contains($routes::VARCHAR[], a.route) THEN 'route_retired'
                 WHEN NOT a.day_has_requests THEN 'no_data'
                 WHEN a.k_measured THEN 'slice_gone'
                 ELSE 'not_measured' END AS now_state, a.channel
@@ -114,6 +117,8 @@ withdrawals AS (
       -- (no longer a cutoff) or slice (none of its requests left that day); otherwise its
       -- rows are voided and not yet rebuilt
       AND (d.window_start IS NOT NULL
+           -- a route taken out of force (`config --routes`): its rows are gone for good
+           OR (NOT a.has_metrics AND NOT list_contains($routes::VARCHAR[], a.route))
            OR (NOT a.has_metrics AND NOT a.day_has_requests)
            OR (NOT a.has_metrics AND a.day_judged))
       AND NOT EXISTS (SELECT 1 FROM alerts r

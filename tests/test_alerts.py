@@ -33,7 +33,7 @@ from pipeline.alerts import (
 )
 from pipeline.config import Config
 from pipeline.errors import RecallwatchError
-from pipeline.warehouse import connect
+from pipeline.warehouse import connect, run_script
 
 CONFIG = Config(cutoffs=(1, 5, 10), gold_version="g1")   # alerts on mean_recall@10
 DAY_ONE = datetime(2026, 11, 1)
@@ -632,6 +632,34 @@ def test_a_drop_paged_at_a_cutoff_no_longer_measured_is_withdrawn(tmp_path, hook
     api.run(warehouse, alert_channels=channels, now=datetime(2026, 10, 17, 8))
     assert len(hook.on("/hook/ab12")) == len(opened) + len(later)
 
+
+
+def test_a_drop_paged_on_a_route_taken_out_of_force_is_withdrawn(warehouse, hook):
+    # `config --routes` without the route of a paged, unresolved drop removes its rows for good
+    # (sql/retire_settings.sql); the day still holds requests, and the opening was taken as
+    # "voided, not yet judged again" for ever: never resolved nor withdrawn
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    set_up(warehouse, channels)
+    for number in range(1, 11):
+        insert_replay_day(warehouse, number)
+        warehouse.execute(
+            "INSERT INTO requests (request_id, timestamp, query, index_version, k, n_steps, "
+            "retrieved, source, line) VALUES ($id, $ts, 'q', 'idx-1', 10, 1, [], 'logs', 1)",
+            {"id": f"r{number}", "ts": day(number) + timedelta(hours=10)})
+    send_alerts(warehouse, CONFIG, channels, now=morning_after(10), backoff=0.01)
+    opened = [json.loads(r.body) for r in hook.on("/hook/ab12")]
+    assert [(m["event"], m["route"]) for m in opened] == [("opened", "ids")]
+
+    run_script(warehouse, "retire_settings", {"routes": ["passages"], "grains": ["day"]})
+    retired = replace(CONFIG, routes=("passages",))
+    send_alerts(warehouse, retired, channels, now=morning_after(11), backoff=0.01)
+
+    later = [json.loads(r.body) for r in hook.on("/hook/ab12")][len(opened):]
+    assert [(m["event"], m["route"], m["episode_id"], m["now_state"]) for m in later] == [
+        ("withdrawn", "ids", opened[0]["episode_id"], "route_retired")]
+    assert "its route is no longer scored" in later[0]["text"], later[0]["text"]
+    send_alerts(warehouse, retired, channels, now=morning_after(12), backoff=0.01)
+    assert len(hook.on("/hook/ab12")) == len(opened) + len(later)
 
 
 def test_a_drop_paged_on_a_slice_left_without_requests_that_day_is_withdrawn(tmp_path, hook):

@@ -266,6 +266,11 @@ def test_an_answer_of_another_shape_is_one_sentence_not_an_internal_error(body, 
     ("http://@127.0.0.1:1", None, None, "2026-10-21",
      "--airflow-url must be the api-server's http(s) URL without a user or password"),
     ("airflow:8080", None, None, "2026-10-21", "--airflow-url must be the api-server's"),
+    # these ended in an internal error (http.client's InvalidURL, urllib's ValueError)
+    ("http://127.0.0.1:abc", None, None, "2026-10-21", "--airflow-url must be the api-server's"),
+    ("http://[::1", None, None, "2026-10-21", "--airflow-url must be the api-server's"),
+    ("http://airflow host:8080", None, None, "2026-10-21",
+     "--airflow-url must be the api-server's"),
     ("http://127.0.0.1:1", "admin", None, "2026-10-21",
      "a user and a password are needed together"),
     ("http://127.0.0.1:1", None, None, "next tuesday", "--live-from 'next tuesday' is not an ISO"),
@@ -348,3 +353,21 @@ def test_failure_notice_never_raises_when_the_channel_is_down():
 
 def test_callback_never_raises_on_a_context_without_a_task_instance():
     assert on_task_failure({}) is None
+
+
+def test_a_host_name_that_cannot_be_looked_up_is_not_called_an_answer_other_than_json():
+    # the host name's empty label fails in the request (idna), which was reported as Airflow
+    # answering "with something other than JSON"
+    with pytest.raises(RecallwatchError) as caught:
+        announce_rebuild("http://a..b:8080", "idx-v2", "/data/idx-v2.parquet", "2026-10-21")
+    assert str(caught.value) == ("cannot reach Airflow at http://a..b:8080 (its host name is "
+                                 "not a valid one): check --airflow-url.")
+
+
+def test_the_cli_says_a_bad_airflow_url_in_one_sentence_with_exit_2(capsys):
+    code = cli.main(["announce-rebuild", "--airflow-url", "http://127.0.0.1:abc",
+                     "--index-version", "idx-v2", "--manifest", "/data/m.parquet",
+                     "--live-from", "2026-10-21"])
+    err = capsys.readouterr().err
+    assert code == 2 and "internal error" not in err
+    assert err.startswith("recallwatch: error: --airflow-url must be the api-server's")
