@@ -230,6 +230,8 @@ _ADDRESS = re.compile(r"^[^@\s,<>]+@[^@\s,<>]+$")
 
 def _email(given: dict[str, object], label: Callable[[str], str]) -> Channel:
     host = _text(given["host"], label("host")).strip()
+    if re.fullmatch(r"\[[0-9A-Fa-f:.]+\]", host):   # an IPv6 address as a URL writes it
+        host = host[1:-1]
     if not host or re.search(r"\s", host):
         raise RecallwatchError(f"{label('host')} must be a host name, e.g. smtp.example.com.")
     if re.fullmatch(r"[^:\[\]]+:[0-9]*", host):   # smtplib would look up "host:port" as a name

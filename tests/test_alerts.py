@@ -1280,6 +1280,14 @@ def test_a_bad_setting_is_one_sentence_naming_it_without_its_value(environ, name
     assert message.endswith(".") and "\n" not in message
 
 
+def test_an_smtp_host_may_be_an_ipv6_address_in_brackets(tmp_path):
+    # smtplib looked up "[::1]" as a host name: "host name not found" on every delivery
+    path = tmp_path / "channels.toml"
+    path.write_text(f'[email]\nhost = "[::1]"\nfrom = "{SENDER}"\nto = "{RECIPIENT}"\n')
+    [channel] = channels_from_file(path, {})
+    assert channel.host == "::1"
+
+
 def test_starttls_may_be_written_as_the_numbers_its_message_names(tmp_path):
     path = tmp_path / "channels.toml"
     for value, expected in (("1", True), ("0", False), ("true", True)):
@@ -1300,6 +1308,8 @@ def test_starttls_may_be_written_as_the_numbers_its_message_names(tmp_path):
     ('[email]\nhost = "mx"\nfrom = "a@example.com"\nto = "b@example.com"\n'
      f'password = "{SMTP_PASSWORD}"\n', "[email] user"),
     ('[slack]\nurl = "not a url"\n', "[slack] url"),
+    # a host no request can look up: every delivery failed with "UnicodeError"
+    ('[webhook]\nurl = "http://a..b/h"\n', "[webhook] url"),
     ("[webhook\n", "not valid TOML"),
     ("", "configures no channel"),
 ])
