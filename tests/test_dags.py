@@ -187,14 +187,16 @@ def test_pipeline_never_imports_airflow():
 # ------------------------------------------------------------------------- dag.test() runs
 
 def _readable(line: str) -> bool:
-    """Whether the quality gate lets a JSON line through (it parses, has a timestamp and a
-    retrieved list)."""
+    """Whether the quality gate lets a JSON line of the demo through (it parses, has a
+    timestamp and a retrieved list of chunk IDs: ingest would load it)."""
     try:
         record = json.loads(line)
         datetime.fromisoformat(record["timestamp"].replace("Z", "+00:00"))
     except (ValueError, KeyError, TypeError, AttributeError):
         return False
-    return isinstance(record.get("retrieved"), list)
+    return isinstance(record.get("retrieved"), list) and all(
+        isinstance(item, dict) and item.get("chunk_id") is not None
+        for item in record["retrieved"])
 
 
 def _table(path: Path, table: str) -> list:
@@ -210,10 +212,9 @@ def _monitor_env(tmp_path: Path, warehouse: Path, logs: Path) -> dict[str, str]:
 def _scheduled_world(tmp_path: Path, *, days: int, per_day: int):
     """A demo world, its gold set and manifests loaded into the warehouse the DAG will use:
     (world, index manifests, that warehouse, one for `run` to build alike, the DAG's env).
-    The demo slips unparsable, timestamp-less records and one whose retrieved list is text
-    into its days; at these sizes they are over the gate's 1 % tolerance and it would stop the
-    day (tested below), so they are dropped here. Its other broken records stay: ingest
-    quarantines them in both."""
+    The demo slips broken records into its days (unparsable, timestamp-less, a retrieved list
+    as text, a null chunk ID); at these sizes they are over the gate's 1 % tolerance and it
+    would stop the day (tested below), so they are dropped here."""
     world = generate_demo_world(tmp_path / "world", days=days, requests_per_day=per_day)
     for day in world.logs_dir.glob("dt=*/requests.jsonl"):
         day.write_text("".join(f"{line}\n" for line in day.read_text().splitlines()
