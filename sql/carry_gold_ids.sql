@@ -139,6 +139,9 @@ replaced AS (
     FROM rebuilds r
     JOIN requests q ON q.timestamp < r.live_from AND q.index_version <> r.index_version
     WHERE r.index_version <> $index_version AND r.live_from < $live_from
+      -- only a rebuild this index served before can have replaced it: most rebuilds' index
+      -- first served when it went live, and none is joined with the requests
+      AND r.live_from > (SELECT first_served FROM served WHERE index_version = $index_version)
     GROUP BY r.index_version, r.live_from, q.index_version
 ),
 rolled_back AS (
