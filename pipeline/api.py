@@ -54,15 +54,14 @@ def ingest_logs(warehouse: Warehouse, paths: list[str], *, max_record_bytes: int
     skipped, so ingesting twice changes nothing. [start, end), when given, limits what
     sources that can choose read (S3 partitions, a table's rows). Returns an IngestSummary.
     See pipeline.ingest.logs."""
-    from pipeline.ingest import DEFAULT_MAX_RECORD_BYTES
     from pipeline.ingest import ingest_logs as load
     from pipeline.sources import read_options
 
     options = read_options(fmt=fmt, table=table, columns=columns,
                            start=instant(start, "--start"), end=instant(end, "--end"))
     with connect(warehouse) as con:
-        return load(con, paths, max_record_bytes=max_record_bytes or DEFAULT_MAX_RECORD_BYTES,
-                    progress=progress, options=options)
+        return load(con, paths, max_record_bytes=max_record_bytes, progress=progress,
+                    options=options)
 
 
 def ingest_gold(warehouse: Warehouse, path: str, version: str,
@@ -272,12 +271,13 @@ def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None
         report_dir: str | os.PathLike | None = None, progress: Progress | None = None,
         alert_channels: list | None = None, now: datetime | None = None,
         start: When = None, end: When = None, fmt: str | None = None,
-        table: str | None = None, columns: str | None = None):
+        table: str | None = None, columns: str | None = None,
+        max_record_bytes: int | None = None):
     """Catch up: ingest, rescore exactly the stale days, re-aggregate the stale windows, judge
     drift, write the report and send the alerts due on `alert_channels` (see
     pipeline.run.run); a second run over the same inputs changes nothing. `start`, `end`,
-    `fmt`, `table` and `columns` say how to read `logs`, as for ingest_logs. Returns a
-    RunSummary."""
+    `fmt`, `table`, `columns` and `max_record_bytes` say how to read `logs`, as for
+    ingest_logs. Returns a RunSummary."""
     from pipeline.run import run as catch_up
     from pipeline.sources import read_options
 
@@ -289,7 +289,7 @@ def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None
                         cutoffs=cutoffs, pass_mark=pass_mark,
                         report_dir=Path(report_dir) if report_dir is not None else None,
                         progress=progress, alert_channels=alert_channels, now=now,
-                        read=options)
+                        read=options, max_record_bytes=max_record_bytes)
 
 
 # ------------------------------------------------------------- scheduled runs (one interval)
@@ -363,7 +363,7 @@ def logs_for_interval(source: str | os.PathLike, start: When, end: When) -> list
 
 def check_logs(warehouse: Warehouse, paths: list[str], start: When, end: When, *,
                fmt: str | None = None, table: str | None = None,
-               columns: str | None = None) -> dict:
+               columns: str | None = None, max_record_bytes: int | None = None) -> dict:
     """The data-quality gate of one interval (pipeline.quality): validate the interval's log
     files before anything is loaded, record the results in `quality_checks`, and raise
     QualityGateFailed (a RecallwatchError with a one-line reason) on a blocking failure.
@@ -373,7 +373,8 @@ def check_logs(warehouse: Warehouse, paths: list[str], start: When, end: When, *
 
     first, last = instant(start, "--start"), instant(end, "--end")
     options = read_options(fmt=fmt, table=table, columns=columns, start=first, end=last)
-    result = quality.validate_files(paths, first, last, options=options)
+    result = quality.validate_files(paths, first, last, options=options,
+                                    max_record_bytes=max_record_bytes)
     with connect(warehouse) as con:
         quality.record(con, result)
     quality.gate(result)

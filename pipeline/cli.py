@@ -527,7 +527,8 @@ def cmd_run(args) -> None:
                           report_dir=args.out or None, progress=progress,
                           alert_channels=channels_from_env(),
                           now=datetime.now(UTC).replace(tzinfo=None),
-                          start=args.start, end=args.end, **_source_options(args))
+                          start=args.start, end=args.end,
+                          max_record_bytes=args.max_record_bytes, **_source_options(args))
     for what, version, result in summary.loaded:   # as `ingest gold` / `ingest index` say it
         print(f"{what} {printable(version)} from {printable(result.source)}: "
               f"{_file_state(result)}")
@@ -563,6 +564,7 @@ def cmd_check(args) -> None:
 
     try:
         result = api.check_logs(args.warehouse, args.logs, args.start, args.end,
+                                max_record_bytes=args.max_record_bytes,
                                 **_source_options(args))
     except QualityGateFailed as failed:
         show(failed.report.as_dict())
@@ -754,8 +756,7 @@ def _ingest_commands(sub, command) -> None:
                                            "directories (hive partitions) or globs, "
                                            "s3://BUCKET/PREFIX, postgresql://... --table T")
     p.add_argument("paths", nargs="+", metavar="SOURCE")
-    p.add_argument("--max-record-bytes", type=_positive, default=DEFAULT_MAX_RECORD_BYTES,
-                   help="longer lines are quarantined (default 8 MiB)")
+    _record_limit_arg(p)
     _source_args(p, interval=True)
     p.set_defaults(func=cmd_ingest_logs)
     p = command(ingest_sub, "gold", help="a gold set (JSONL, CSV or Parquet) as one version")
@@ -770,6 +771,12 @@ def _ingest_commands(sub, command) -> None:
     p.add_argument("path")
     p.add_argument("--version", required=True, help="index version, e.g. idx-2026-10-28")
     p.set_defaults(func=cmd_ingest_index)
+
+
+def _record_limit_arg(p) -> None:
+    p.add_argument("--max-record-bytes", type=_positive, default=None,
+                   help="longer lines are quarantined (default: the limit a file was read "
+                        f"with last, else {DEFAULT_MAX_RECORD_BYTES // (1 << 20)} MiB)")
 
 
 def _source_args(p, *, interval: bool) -> None:
@@ -956,6 +963,7 @@ def _run_commands(sub, command) -> None:
     p.add_argument("--logs", nargs="+", metavar="SOURCE",
                    help="log files/directories/globs, s3://BUCKET/PREFIX, postgresql://...")
     _source_args(p, interval=True)
+    _record_limit_arg(p)
     p.add_argument("--gold", metavar="PATH", help="gold set to load first")
     p.add_argument("--gold-version", help="the version of --gold, or a loaded gold set to score "
                                            "with (default: the newest loaded)")
@@ -980,6 +988,7 @@ def _run_commands(sub, command) -> None:
     p.add_argument("--logs", nargs="+", required=True, metavar="SOURCE",
                    help="the interval's log files/directories/globs, s3://..., postgresql://...")
     _source_args(p, interval=False)
+    _record_limit_arg(p)
     p.add_argument("--start", type=_when, required=True, help="the interval's start (UTC, "
                                                               "inclusive)")
     p.add_argument("--end", type=_when, required=True, help="the interval's end (UTC, exclusive)")

@@ -123,13 +123,14 @@ def _check_interval(start: datetime | None, end: datetime | None) -> None:
 
 def validate_files(paths: list[str], start: datetime, end: datetime, *,
                    checked_at: datetime | None = None,
-                   max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                   max_record_bytes: int | None = None,
                    options: ReadOptions | None = None) -> QualityReport:
     """Check the log files of [start, end) (JSONL[.gz] or Parquet; files, directories or
-    globs, as ingest takes them) before they are loaded. No files is one warning, not a
-    failure. A record is judged as logged: rules that only quarantine a record on ingest
-    (an unknown field type, say) are not checked here."""
+    globs, as ingest takes them) before they are loaded, lines longer than max_record_bytes
+    (default 8 MiB) unreadable. No files is one warning, not a failure. A record is judged
+    as logged by the named checks, and by ingest's own rules in "records load"."""
     _check_interval(start, end)
+    max_record_bytes = max_record_bytes or DEFAULT_MAX_RECORD_BYTES
     options = options or ReadOptions(start=start, end=end)
     files = _log_deliveries(paths, options)
     if not files:

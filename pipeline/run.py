@@ -38,7 +38,7 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
         cutoffs: tuple[int, ...] | None = None, pass_mark: float | None = None,
         report_dir: Path | None = None, progress: Progress | None = None,
         alert_channels: list | None = None, now: datetime | None = None,
-        read: ReadOptions | None = None) -> RunSummary:
+        read: ReadOptions | None = None, max_record_bytes: int | None = None) -> RunSummary:
     """Bring the warehouse up to date and return what was done.
 
     Loads `gold` as `gold_version` (both or neither; naming the chunks of index
@@ -65,7 +65,8 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
               if gold else [])
     loaded += [("index", version, ingest_index(con, path, version))
                for path, version in index or []]
-    summary = ingest_logs(con, logs, progress=progress, options=read) if logs else None
+    summary = (ingest_logs(con, logs, progress=progress, options=read,
+                           max_record_bytes=max_record_bytes) if logs else None)
     # everything is checked before anything is put in force
     config = resolve(con, cutoffs=cutoffs, pass_mark=pass_mark, gold_version=gold_version)
     if con.execute("SELECT 1 FROM requests LIMIT 1").fetchall():

@@ -326,6 +326,31 @@ def test_a_new_record_size_limit_rereads_the_file(con, tmp_path):
     assert con.sql("SELECT count(*) FROM quarantine").fetchall()[0][0] == 0
 
 
+def test_a_raised_record_size_limit_sticks_to_the_file_until_another_is_given(
+        warehouse, run_cli, tmp_path):
+    # `run --logs` (which had no --max-record-bytes) read the file again under the default
+    # limit and quarantined the record the user had let in, and took it out of requests
+    path = write_jsonl(tmp_path / "a.jsonl", [request("small", ["a"]),
+                                              request("big", ["a"], query="x" * 2000)])
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    assert run_cli("ingest", "logs", path, "--max-record-bytes", 100_000)[0] == 0
+    code, out, _ = run_cli("run", "--logs", path, "--gold", tmp_path / "gold.jsonl",
+                           "--gold-version", "v1", "--out", tmp_path / "report")
+    assert code == 0 and "unchanged, skipped" in out
+    assert "0 file(s) ingested, 1 unchanged" in run_cli("ingest", "logs", path)[1]
+    with connect(warehouse, read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM request_scores").fetchall() == [(2,)]
+    # a limit given is the file's from then on; `run` and `check` take one too
+    code, out, _ = run_cli("run", "--logs", path, "--max-record-bytes", 1000,
+                           "--out", tmp_path / "report")
+    assert code == 0 and "loaded 1, quarantined 1" in out
+    assert "0 file(s) ingested, 1 unchanged" in run_cli("ingest", "logs", path)[1]
+    interval = ("--start", "2026-11-01", "--end", "2026-11-02")
+    assert run_cli("check", "--logs", path, *interval, "--max-record-bytes", 100_000)[0] == 0
+    code, out, err = run_cli("check", "--logs", path, *interval, "--max-record-bytes", 1000)
+    assert code == 2 and "records parse (1 unreadable" in err
+
+
 def test_corrupt_gzip_and_parquet_are_one_clear_error(con, tmp_path):
     good = json.dumps(request("r", ["a"])).encode() * 200
     data = bytearray(gzip.compress(good))
@@ -552,15 +577,17 @@ def test_a_quarantined_copy_in_a_file_outside_the_call_is_judged_again_in_that_c
 
 def test_a_file_outside_the_call_read_with_other_options_waits_for_its_next_ingest(
         con, tmp_path):
-    # f2 was read with another size limit: reading it with this call's would change which of
-    # its records load, so it is only marked, and its next ingest (with its own options) reads it
+    # f2 was read with another size limit than this call gives: reading it with this call's
+    # would change which of its records load, so it is only marked, and its next ingest (with
+    # its own options) reads it
     f1, f2 = tmp_path / "f1.jsonl", tmp_path / "f2.jsonl"
     write_jsonl(f1, [request("r3", ["a"])])
     write_jsonl(f2, [request("r3", ["b"])])
-    ingest_logs(con, [str(f1)])
+    ingest_logs(con, [str(f1)], max_record_bytes=1 << 20)
     ingest_logs(con, [str(f2)], max_record_bytes=2 << 20)
     write_jsonl(f1, [request("r1", ["a"])])
-    assert [Path(f.source).name for f in ingest_logs(con, [str(f1)]).files] == ["f1.jsonl"]
+    assert [Path(f.source).name for f in ingest_logs(con, [str(f1)], max_record_bytes=1 << 20)
+            .files] == ["f1.jsonl"]
     assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(1,)]
     ingest_logs(con, [str(f2)], max_record_bytes=2 << 20)
     assert con.sql("SELECT request_id, parse_filename(source) FROM requests ORDER BY 1"

@@ -10,6 +10,7 @@ with their line numbers, and a file DuckDB cannot be trusted with is read here l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,12 +63,14 @@ MAX_EXACT = 10_000
 SAMPLE = 2_000
 
 
-def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+def ingest_logs(con, paths: list[str], *, max_record_bytes: int | None = None,
                 progress: Progress | None = None,
                 options: ReadOptions | None = None) -> IngestSummary:
     """Load request logs from the given sources (local JSONL[.gz]/Parquet files, directories,
     globs; s3:// prefixes; postgresql:// tables: pipeline/sources), in any known format
-    (pipeline/formats), one delivery per transaction."""
+    (pipeline/formats), one delivery per transaction. A record longer than max_record_bytes
+    is quarantined; None: the limit each delivery was read with last (a raised one sticks to
+    it, so that `run` does not read it again under the default), else the default."""
     options = options or ReadOptions()
     found = deliveries(paths, LOG_SUFFIXES, options)
     if any(scheme(p) in ("postgresql", "postgres") for p in paths):
@@ -95,7 +98,7 @@ def ingest_logs(con, paths: list[str], *, max_record_bytes: int = DEFAULT_MAX_RE
         outside |= {s for s in rejudge if s not in by_source}
         if not queue:
             for other in sorted(outside):
-                if _read_as_given(con, other, _options_text(max_record_bytes, options)):
+                if _read_as_given(con, other, max_record_bytes, options):
                     by_source[other] = LocalFile(Path(other))
                     read_again.add(other)
                     queue.append(other)
@@ -114,7 +117,8 @@ def _options_text(max_record_bytes: int, options: ReadOptions) -> str:
     return text
 
 
-def _read_as_given(con, source: str, options_text: str) -> bool:
+def _read_as_given(con, source: str, max_record_bytes: int | None,
+                   options: ReadOptions) -> bool:
     """Whether a delivery outside this call can be read again here as it was read before: a
     local file still there, recorded with the options of this call. Another (an s3:// object,
     a table's rows, a file read with other options) waits for its next ingest, marked to be
@@ -122,7 +126,17 @@ def _read_as_given(con, source: str, options_text: str) -> bool:
     if scheme(source) is not None or not Path(source).is_file():
         return False
     previous = previous_ingest(con, "logs", source, None)
-    return previous is not None and previous.options == options_text
+    return previous is not None and previous.options == _options_text(
+        _record_limit(max_record_bytes, previous), options)
+
+
+def _record_limit(given: int | None, previous) -> int:
+    """The record size limit of a delivery: the one given; else the one it was read with last
+    (recorded in its options), else the default."""
+    if given is not None:
+        return given
+    found = re.match(r"max_record_bytes=(\d+)", previous.options or "") if previous else None
+    return int(found.group(1)) if found else DEFAULT_MAX_RECORD_BYTES
 
 
 def _short(source: str) -> str:
@@ -130,14 +144,15 @@ def _short(source: str) -> str:
     return "/".join(source.rstrip("/").split("/")[-2:])
 
 
-def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int,
+def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int | None,
                          options: ReadOptions) -> tuple[FileResult, set[str]]:
     """Load one delivery in one transaction; returns its result and the other deliveries whose
     quarantined conflicting copies must be judged again."""
     source = delivery.source
     digest = delivery.digest()
-    options_text = _options_text(max_record_bytes, options)
     previous = previous_ingest(con, "logs", source, None)
+    max_record_bytes = _record_limit(max_record_bytes, previous)
+    options_text = _options_text(max_record_bytes, options)
     skipped = unchanged(previous, source, digest, options_text)
     if skipped:
         return skipped, set()
