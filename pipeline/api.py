@@ -24,6 +24,20 @@ Warehouse = str | os.PathLike | None
 When = str | datetime | None
 
 
+def record_limit(given: int | None) -> int | None:
+    """The record size limit to read logs with: the one given, else RECALLWATCH_MAX_RECORD_BYTES
+    (how a DAG gets one), else None (each file's own, or the default: pipeline.ingest.logs)."""
+    if given is not None:
+        return given
+    text = os.environ.get("RECALLWATCH_MAX_RECORD_BYTES", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise RecallwatchError("RECALLWATCH_MAX_RECORD_BYTES must be a number of bytes of at "
+                               f"least 1, e.g. 16777216; got {text[:40]!r}.")
+    return int(text)
+
+
 def instant(value: When, what: str = "time") -> datetime | None:
     """An ISO date or date-time (or a datetime) as a naive UTC datetime; None stays None."""
     if value is None or isinstance(value, datetime):
@@ -60,8 +74,8 @@ def ingest_logs(warehouse: Warehouse, paths: list[str], *, max_record_bytes: int
     options = read_options(fmt=fmt, table=table, columns=columns,
                            start=instant(start, "--start"), end=instant(end, "--end"))
     with connect(warehouse) as con:
-        return load(con, paths, max_record_bytes=max_record_bytes, progress=progress,
-                    options=options)
+        return load(con, paths, max_record_bytes=record_limit(max_record_bytes),
+                    progress=progress, options=options)
 
 
 def ingest_gold(warehouse: Warehouse, path: str, version: str,
@@ -289,7 +303,7 @@ def run(warehouse: Warehouse, *, logs: list[str] | None = None, gold: str | None
                         cutoffs=cutoffs, pass_mark=pass_mark,
                         report_dir=Path(report_dir) if report_dir is not None else None,
                         progress=progress, alert_channels=alert_channels, now=now,
-                        read=options, max_record_bytes=max_record_bytes)
+                        read=options, max_record_bytes=record_limit(max_record_bytes))
 
 
 # ------------------------------------------------------------- scheduled runs (one interval)
@@ -374,7 +388,7 @@ def check_logs(warehouse: Warehouse, paths: list[str], start: When, end: When, *
     first, last = instant(start, "--start"), instant(end, "--end")
     options = read_options(fmt=fmt, table=table, columns=columns, start=first, end=last)
     result = quality.validate_files(paths, first, last, options=options,
-                                    max_record_bytes=max_record_bytes)
+                                    max_record_bytes=record_limit(max_record_bytes))
     with connect(warehouse) as con:
         quality.record(con, result)
     quality.gate(result)

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline import api
 from pipeline.errors import RecallwatchError
 from pipeline.ingest import ingest_gold, ingest_logs
 from pipeline.ingest.files import BARE_CR, RAW_LIMIT
@@ -349,6 +350,24 @@ def test_a_raised_record_size_limit_sticks_to_the_file_until_another_is_given(
     assert run_cli("check", "--logs", path, *interval, "--max-record-bytes", 100_000)[0] == 0
     code, out, err = run_cli("check", "--logs", path, *interval, "--max-record-bytes", 1000)
     assert code == 2 and "records parse (1 unreadable" in err
+
+
+def test_a_deployment_sets_the_record_size_limit_in_the_environment(warehouse, tmp_path,
+                                                                     monkeypatch):
+    # how the DAGs, which call the api without a limit, get one
+    path = write_jsonl(tmp_path / "a.jsonl", [request("small", ["a"]),
+                                              request("big", ["a"], query="x" * 2000)])
+    monkeypatch.setenv("RECALLWATCH_MAX_RECORD_BYTES", "1000")
+    interval = ("2026-11-01", "2026-11-02")
+    with pytest.raises(RecallwatchError, match="records parse"):
+        api.check_logs(warehouse, [str(path)], *interval)
+    assert (api.ingest_logs(warehouse, [str(path)]).quarantined) == 1
+    monkeypatch.setenv("RECALLWATCH_MAX_RECORD_BYTES", "100000")
+    assert api.check_logs(warehouse, [str(path)], *interval)["passed"]
+    assert (api.ingest_logs(warehouse, [str(path)]).loaded) == 2
+    monkeypatch.setenv("RECALLWATCH_MAX_RECORD_BYTES", "8 MiB")
+    with pytest.raises(RecallwatchError, match="RECALLWATCH_MAX_RECORD_BYTES must be a number"):
+        api.ingest_logs(warehouse, [str(path)])
 
 
 def test_corrupt_gzip_and_parquet_are_one_clear_error(con, tmp_path):
