@@ -77,7 +77,8 @@ def announce_rebuild(airflow_url: str, index_version: str, manifest: str, live_f
         # a port that is no number, a space or a control character: http.client refuses it
         raise RecallwatchError("--airflow-url must be the api-server's http(s) URL: a host name "
                                "and, if any, a port number from 1 to 65535, of printable ASCII "
-                               "(others percent-encoded), e.g. http://airflow:8080.")
+                               "(a host name of other letters in its xn-- form, other "
+                               "characters percent-encoded), e.g. http://airflow:8080.")
     if not index_version.strip():
         raise RecallwatchError("--index-version must name the new index, e.g. idx-2026-11-02.")
     if not str(manifest).strip():

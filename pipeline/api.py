@@ -28,11 +28,13 @@ def record_limit(given: int | None) -> int | None:
     """The record size limit to read logs with: the one given, else RECALLWATCH_MAX_RECORD_BYTES
     (how a DAG gets one), else None (each file's own, or the default: pipeline.ingest.logs)."""
     if given is not None:
+        if given < 1:
+            raise RecallwatchError(f"max_record_bytes must be at least 1, got {given}.")
         return given
     text = os.environ.get("RECALLWATCH_MAX_RECORD_BYTES", "").strip()
     if not text:
         return None
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise RecallwatchError("RECALLWATCH_MAX_RECORD_BYTES must be a number of bytes of at "
                                f"least 1, e.g. 16777216; got {text[:40]!r}.")
     return int(text)
@@ -383,12 +385,18 @@ def check_logs(warehouse: Warehouse, paths: list[str], start: When, end: When, *
     QualityGateFailed (a RecallwatchError with a one-line reason) on a blocking failure.
     Returns the checks as plain values."""
     from pipeline import quality
+    from pipeline.ingest.logs import kept_record_limits
     from pipeline.sources import read_options
 
     first, last = instant(start, "--start"), instant(end, "--end")
     options = read_options(fmt=fmt, table=table, columns=columns, start=first, end=last)
+    limit = record_limit(max_record_bytes)
+    kept = None
+    if limit is None:   # a file read before keeps its limit, in the gate as in ingest
+        with connect(warehouse) as con:
+            kept = kept_record_limits(con)
     result = quality.validate_files(paths, first, last, options=options,
-                                    max_record_bytes=record_limit(max_record_bytes))
+                                    max_record_bytes=limit, kept_limits=kept)
     with connect(warehouse) as con:
         quality.record(con, result)
     quality.gate(result)

@@ -124,11 +124,13 @@ def _check_interval(start: datetime | None, end: datetime | None) -> None:
 def validate_files(paths: list[str], start: datetime, end: datetime, *,
                    checked_at: datetime | None = None,
                    max_record_bytes: int | None = None,
-                   options: ReadOptions | None = None) -> QualityReport:
+                   options: ReadOptions | None = None,
+                   kept_limits: dict[str, int] | None = None) -> QualityReport:
     """Check the log files of [start, end) (JSONL[.gz] or Parquet; files, directories or
     globs, as ingest takes them) before they are loaded, lines longer than max_record_bytes
-    (default 8 MiB) unreadable. No files is one warning, not a failure. A record is judged
-    as logged by the named checks, and by ingest's own rules in "records load"."""
+    (default 8 MiB; `kept_limits`: a delivery's own, that ingest keeps for it) unreadable. No
+    files is one warning, not a failure. A record is judged as logged by the named checks,
+    and by ingest's own rules in "records load"."""
     _check_interval(start, end)
     max_record_bytes = max_record_bytes or DEFAULT_MAX_RECORD_BYTES
     options = options or ReadOptions(start=start, end=end)
@@ -137,7 +139,7 @@ def validate_files(paths: list[str], start: datetime, end: datetime, *,
         check = Check("log files", False, False, "0 files",
                       f"no log files for {interval_text(start, end)}: nothing to check or load")
         return QualityReport(start, end, (check,), FILES, checked_at)
-    frame = _records_frame(files, max_record_bytes, options)
+    frame = _records_frame(files, max_record_bytes, options, kept_limits or {})
     outcomes = _validate(frame, start, end)
     checks = [Check("log files", False, True, _plural(len(files), "file"),
                     f"{_plural(len(files), 'file')}, {_plural(len(frame), 'record')}")]
@@ -159,7 +161,8 @@ def _log_deliveries(paths: list[str], options: ReadOptions):
             if not getattr(d, "undated", False)]
 
 
-def _records_frame(found, max_record_bytes: int, options: ReadOptions):
+def _records_frame(found, max_record_bytes: int, options: ReadOptions,
+                   kept_limits: dict[str, int]):
     """One pandas row per record of the deliveries (the columns of sql/quality_frame.sql),
     each staged and judged as ingest stages and judges it."""
     from pipeline.ingest import fields
@@ -169,13 +172,14 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions):
         run_script(con, "quality_frame")
         for number, delivery in enumerate(found):
             name = "/".join(delivery.source.rstrip("/").split("/")[-2:])
+            limit = kept_limits.get(delivery.source, max_record_bytes)
             # the staged records are views over the file: judged while it is still there (a
             # converted trace or RAGAS file, a fetched object, goes when its block ends)
             with delivery.fetch() as fetched, ExitStack() as staged:
                 try:
                     path, line_column, records = staged.enter_context(
-                        native_delivery(delivery, fetched, options, max_record_bytes))
-                    stage_log_file(con, path, max_record_bytes, line_column=line_column,
+                        native_delivery(delivery, fetched, options, limit))
+                    stage_log_file(con, path, limit, line_column=line_column,
                                    shown_as=delivery.source, json_records=records)
                     rows = bool(line_column) or is_parquet(path)
                 except duckdb.OutOfMemoryException:

@@ -9,8 +9,8 @@
 -- A record that logged no k (or no rank) passes the check of it: Great Expectations' `mostly`
 -- leaves NULLs out, and the tolerance is a share of the interval's records, not of those that
 -- logged a k (1 bad k in 4 logged among 400 records is 0.25 %, not 25 %). `load_problem` is
--- ingest's reason to quarantine a record that passes the named checks, so that each record
--- fails one check and the checks name what they can.
+-- ingest's reason to quarantine a record that passes the named checks that ingest quarantines
+-- for, so that a defect is reported once and by name where a check names it.
 -- Grain: one row per record read. Input: temp table quality_records. No parameters.
 SELECT
     place, file_read, parsed, problem, request_id,

@@ -135,8 +135,20 @@ def _record_limit(given: int | None, previous) -> int:
     (recorded in its options), else the default."""
     if given is not None:
         return given
-    found = re.match(r"max_record_bytes=(\d+)", previous.options or "") if previous else None
-    return int(found.group(1)) if found else DEFAULT_MAX_RECORD_BYTES
+    return (_kept_limit(previous.options) if previous else None) or DEFAULT_MAX_RECORD_BYTES
+
+
+def _kept_limit(options_text: str | None) -> int | None:
+    found = re.match(r"max_record_bytes=(\d+)", options_text or "")
+    return int(found.group(1)) if found else None
+
+
+def kept_record_limits(con) -> dict[str, int]:
+    """The record size limit each log delivery was read with last, by source (what the
+    quality gate reads a delivery with when no limit is given, as ingest does)."""
+    return {source: limit for source, options in con.execute(
+                "SELECT source, options FROM ingest_files WHERE kind = 'logs'").fetchall()
+            if (limit := _kept_limit(options)) is not None}
 
 
 def _short(source: str) -> str:
