@@ -116,6 +116,10 @@ def config_from_json(text: str | None) -> dict:
         raise RecallwatchError(
             f"--config is not valid JSON ({exc.msg} at character {exc.pos}): give an object "
             "such as '{\"lang\": \"de\", \"concurrency_limit\": 4}'.") from None
+    except RecursionError:
+        raise RecallwatchError(
+            "--config is nested too deeply to read: give an object such as "
+            "'{\"lang\": \"de\"}'.") from None
     if not isinstance(value, dict):
         raise RecallwatchError("--config must be a JSON object such as '{\"lang\": \"de\"}'.")
     return value
@@ -341,7 +345,7 @@ def _csv_cell(value: str | None):
     if value and value.lstrip().startswith("["):
         try:
             decoded = json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):   # RecursionError: nested past reading
             return value
         return decoded if isinstance(decoded, list) else value
     return value
@@ -401,12 +405,25 @@ def _check_writable(path: str | Path) -> None:
                                "directory.")
 
 
+def _check_not_input(path: str | Path, out: str | Path) -> None:
+    """The scores never replace the dataset they score (the same file by another name or a
+    link too): its rows would be lost."""
+    try:
+        same = os.path.samefile(path, out)
+    except OSError:   # one of them does not exist (yet): read_dataset names a missing input
+        same = False
+    if same:
+        raise RecallwatchError(f"--out {out} is the dataset being scored: writing the scores "
+                               "there would replace its rows; choose another --out.")
+
+
 def score_file(path: str | Path, out: str | Path, config: Mapping | None = None, *,
                client=None) -> list[dict]:
     """Score a dataset file (read_dataset) into a JSON Lines file; returns the results. The
     configuration is checked before the file is read."""
     validate_config(config)
     _check_writable(out)   # before any judge call is paid for
+    _check_not_input(path, out)
     results = score_rows(read_dataset(path), config, client=client)
     write_scores(out, results)
     return results

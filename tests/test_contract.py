@@ -385,3 +385,34 @@ def test_a_dataset_line_nested_past_reading_is_one_sentence(tmp_path):
                     + "]" * 200_000 + "}\n", encoding="utf-8")
     with pytest.raises(RecallwatchError, match="line 1 is not a JSON object"):
         read_dataset(path)
+
+
+# score-dataset never writes its scores over the dataset it scores
+def _dataset(path):
+    path.write_text(json.dumps({"input_id": "a", "prompt": "Q", "expected_output": "",
+                                "sut_response": "x", "retrieved_context": []}) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+def test_out_same_as_dataset_is_refused(tmp_path, run_cli):
+    data = _dataset(tmp_path / "data.jsonl")
+    before = data.read_bytes()
+    code, _, err = run_cli("score-dataset", data, "--out", data)
+    assert code == 2 and "--out" in err and "internal error" not in err
+    assert data.read_bytes() == before
+
+
+def test_out_link_to_dataset_is_refused(tmp_path, run_cli):
+    data = _dataset(tmp_path / "data.jsonl")
+    before = data.read_bytes()
+    (tmp_path / "scores.jsonl").symlink_to(data)
+    code, _, err = run_cli("score-dataset", data, "--out", tmp_path / "scores.jsonl")
+    assert code == 2 and data.read_bytes() == before
+
+
+def test_out_elsewhere_still_written(tmp_path, run_cli):
+    data = _dataset(tmp_path / "data.jsonl")
+    code, _, err = run_cli("score-dataset", data, "--out", tmp_path / "scores.jsonl")
+    assert code == 0, err
+    assert json.loads((tmp_path / "scores.jsonl").read_text())["status"] == "no_evidence"

@@ -226,7 +226,7 @@ def _tags(value, column: str) -> tuple[list[tuple[str, str]] | None, str | None]
     if isinstance(value, str) and value.strip().startswith("{"):
         try:
             value = json.loads(value, object_pairs_hook=first_wins)
-        except ValueError:
+        except (ValueError, RecursionError):   # RecursionError: nested past reading
             pass
     if isinstance(value, list) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
         keys = [key for key, _ in value]
@@ -283,7 +283,7 @@ def list_text(text: str):
     to CSV (its repr, `python_list`); None when it is neither."""
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):   # RecursionError: nested past reading
         try:
             return python_list(text)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
