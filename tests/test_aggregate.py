@@ -461,3 +461,23 @@ def test_hours_scored_whole_aggregate_by_the_hour_though_their_day_is_scored_in_
                    "AND k = 5 AND slice = 'all' ORDER BY 1").fetchall() == [(1, 1), (2, 1)]
     with pytest.raises(RecallwatchError, match="1 of its 3 requests have no score"):
         aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+
+
+def test_the_day_and_hour_a_scored_request_moved_to_are_refused_until_scored_again(
+        con, tmp_path):
+    # r-2 is re-delivered from 23:45 of 11-01 to 00:30 of 11-02 with a retrieval that finds
+    # nothing: 11-02 (by the day and by the hour) published it with its stale score of 1.0
+    small(con, tmp_path, [request("r-1", ["a"], ts="2026-11-02T00:10:00Z"),
+                          request("r-2", ["a", "b"], ts="2026-11-01T23:45:00Z")])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"], ts="2026-11-02T00:10:00Z"),
+                                          request("r-2", ["x"], ts="2026-11-02T00:30:00Z")])
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    for grain, start, end in (("hour", datetime(2026, 11, 2), datetime(2026, 11, 2, 1)),
+                              ("day", datetime(2026, 11, 2), datetime(2026, 11, 3))):
+        with pytest.raises(RecallwatchError, match="2026-11-02 is scored only in part on "
+                           "route ids: 1 of its 2 requests have no score"):
+            aggregate(con, grain=grain, start=start, end=end)
+    score(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 3))
+    aggregate(con, grain="hour", start=datetime(2026, 11, 2), end=datetime(2026, 11, 2, 1))
+    assert con.sql("SELECT n, mean_recall FROM window_metrics WHERE grain = 'hour' AND k = 5 "
+                   "AND slice = 'all'").fetchall() == [(2, 0.25)]
