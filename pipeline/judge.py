@@ -748,7 +748,10 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
     error: BaseException | None = None
     while True:
         try:
-            answer = answers.get()
+            try:   # a timeout, so that Ctrl-C is seen while no answer comes (a hung server)
+                answer = answers.get(timeout=0.5)
+            except queue.Empty:
+                continue
             if answer is _ALL_ANSWERED:
                 break
             if isinstance(answer, BaseException):  # a configuration problem, or a bug
@@ -770,8 +773,15 @@ def judge_many(con, config: JudgeConfig, items: Sequence[tuple[Sequence[str], Se
             if progress is not None:
                 progress("judge claims", done, total)
         except BaseException as exc:  # noqa: B036 - the calls in flight are written first
+            if isinstance(exc, KeyboardInterrupt) and isinstance(error, KeyboardInterrupt):
+                # Ctrl-C again: stop waiting; the verdicts written so far are kept, those of
+                # the calls still in flight are not (a re-run asks for them again)
+                raise error from None
             if error is None:
                 error = exc
+                if isinstance(exc, KeyboardInterrupt):
+                    log.warning("judge: interrupted; writing the verdicts of the calls in "
+                                "flight (Ctrl-C again to stop without them)")
             no_new_calls.set()
     caller.join()
     if error is not None:

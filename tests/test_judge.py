@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import threading
 from datetime import datetime
@@ -362,6 +363,41 @@ def test_a_run_interrupted_midway_keeps_its_verdicts_and_a_rerun_calls_for_the_r
         rerun = judge_many(con, cfg, items(50, 50), now=NOW)
     assert (rerun.cached, rerun.calls) == (kept, 50 - kept)
     assert server.calls == 50 and calls_in(con) == 50
+
+
+def test_a_second_ctrl_c_stops_waiting_for_calls_a_hung_server_holds(con, caplog):
+    # Ctrl-C during a run waits for the calls in flight so that their verdicts are written;
+    # against a server that holds them (here for up to 30 s; a hung one, for the timeout and
+    # every retry: minutes) a second Ctrl-C went unheard until they came back
+    released = threading.Event()
+
+    def held(request):
+        released.wait(timeout=30)
+        return words_judge(request)
+
+    def press_ctrl_c_twice(server):
+        while server._in_flight < 2:
+            if released.wait(timeout=0.01):
+                return
+        for _ in range(2):
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            released.wait(timeout=0.5)
+
+    with JudgeServer(reply=held) as server:
+        presser = threading.Thread(target=press_ctrl_c_twice, args=(server,))
+        presser.start()
+        try:
+            with caplog.at_level(logging.WARNING, logger="pipeline.judge"), \
+                    pytest.raises(KeyboardInterrupt):
+                judge_many(con, config(server, concurrency=2, timeout=60.0), items(4, 4),
+                           now=NOW)
+            # it stopped while the server still held both calls: nothing came back to write
+            assert not released.is_set() and calls_in(con) == 0
+        finally:
+            released.set()
+            presser.join()
+    assert "Ctrl-C again to stop without them" in caplog.text
+
 
 
 def test_dry_run_makes_no_call_and_estimates(con):
