@@ -118,6 +118,12 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
                     "logs into it first (`recallwatch ingest logs PATH`).")
             _remove_cut_short(Path(target))
         _refuse_other_files(Path(target))
+        directory = Path(target).parent
+        if not read_only and not os.access(directory, os.W_OK | os.X_OK):
+            raise RecallwatchError(
+                f"cannot write in {directory}, the warehouse's directory (Permission denied): "
+                f"DuckDB keeps its journal ({Path(target).name}.wal) and spills there; make it "
+                "writable, or move the warehouse to a directory that is.")
     try:
         con = duckdb.connect(target, read_only=read_only)
     except duckdb.IOException as exc:
