@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
 from contextlib import contextmanager
 from datetime import datetime
@@ -1060,39 +1062,74 @@ def _out_of_memory() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    with _interrupts_noted() as interrupted:
+        try:
+            args.func(args)
+        except KeyboardInterrupt:
+            pass
+        except Exception as exc:
+            if not interrupted:
+                return _failed(exc)
+        else:
+            return 0
+    # what was committed before stays committed; the open transaction was rolled back
+    print("recallwatch: interrupted", file=sys.stderr)
+    return 130
+
+
+@contextmanager
+def _interrupts_noted():
+    """A list that holds True once Ctrl-C (SIGINT) has come during the block. DuckDB turns the
+    KeyboardInterrupt of a query it was running into an error of its own ("Query interrupted",
+    or an aborted transaction that ingest would take for an unreadable file), so how a command
+    ended cannot tell an interrupt; this can. Only the main thread can set a handler, and an
+    ignored SIGINT (a background job) stays ignored."""
+    noted: list[bool] = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield noted
+        return
+
+    def note(signum, frame):
+        noted.append(True)
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, note)
     try:
-        args.func(args)
-    except RecallwatchError as exc:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _failed(exc: Exception) -> int:
+    """Say why the command failed, in one sentence where the user can fix it; the exit code."""
+    if isinstance(exc, RecallwatchError):
         print(f"recallwatch: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("recallwatch: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
+    if isinstance(exc, BrokenPipeError):
         # the reader went away (`recallwatch run | head -1`): stop quietly, as a shell command
         # killed by SIGPIPE does; what was committed before stays committed
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13
-    except OSError as exc:  # the machine's, not the code's: disk full, permissions, ...
+    if isinstance(exc, OSError):  # the machine's, not the code's: disk full, permissions, ...
         print(f"recallwatch: error: {exc.strerror or exc}"
               f"{f' ({exc.filename})' if exc.filename else ''}; fix that and run the command "
               "again (its open transaction was rolled back).", file=sys.stderr)
         return 2
-    except Exception as exc:  # a bug, not a user error: say so, keep the trace on request
-        if type(exc).__name__ == "OutOfMemoryException":
-            print(f"recallwatch: error: {_out_of_memory()}", file=sys.stderr)
-            return 2
-        if "No space left on device" in str(exc):
-            print("recallwatch: error: the disk is full (No space left on device); free space "
-                  "and run the command again (its open transaction was rolled back).",
-                  file=sys.stderr)
-            return 2
-        if os.environ.get("RECALLWATCH_DEBUG"):
-            traceback.print_exc()
-        print(f"recallwatch: internal error: {type(exc).__name__}: {exc} "
-              "(set RECALLWATCH_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 1
-    return 0
+    # a bug, not a user error: say so, keep the trace on request
+    if type(exc).__name__ == "OutOfMemoryException":
+        print(f"recallwatch: error: {_out_of_memory()}", file=sys.stderr)
+        return 2
+    if "No space left on device" in str(exc):
+        print("recallwatch: error: the disk is full (No space left on device); free space "
+              "and run the command again (its open transaction was rolled back).",
+              file=sys.stderr)
+        return 2
+    if os.environ.get("RECALLWATCH_DEBUG"):
+        traceback.print_exception(exc)
+    print(f"recallwatch: internal error: {type(exc).__name__}: {exc} "
+          "(set RECALLWATCH_DEBUG=1 for the traceback)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":
