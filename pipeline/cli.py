@@ -89,10 +89,16 @@ def _progress():
 def _console(stderr: bool = False):
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1; the reader went away: main() stops quietly with 141, as
+            # for a plain print
+            raise BrokenPipeError
+
     stream = sys.stderr if stderr else sys.stdout
     # a pipe or a log file gets a fixed width, so tables are not squeezed to 80 columns
-    return Console(stderr=stderr, highlight=False,
-                   width=None if stream.isatty() else 110)
+    return _Console(stderr=stderr, highlight=False,
+                    width=None if stream.isatty() else 110)
 
 
 def printable(text: str) -> str:
@@ -961,7 +967,8 @@ def cmd_audit(args) -> None:
 
 
 def _run_commands(sub, command) -> None:
-    p = command(sub, "run", help="all steps for new data: ingest, score, aggregate, report")
+    p = command(sub, "run", help="all steps for new data: ingest, score, aggregate, drift, "
+                                  "report, alerts")
     p.add_argument("--logs", nargs="+", metavar="SOURCE",
                    help="log files/directories/globs, s3://BUCKET/PREFIX, postgresql://...")
     _source_args(p, interval=True)

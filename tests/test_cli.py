@@ -100,6 +100,19 @@ def test_a_reader_that_goes_away_stops_the_command_quietly(tmp_path):
     assert (command.returncode, err.decode()) == (141, "")
 
 
+def test_a_reader_that_goes_away_from_a_table_stops_the_command_quietly(tmp_path):
+    # `recallwatch run | head -1`: the closing table is printed by rich, whose own answer to a
+    # broken pipe is exit 1; the command stops with 141 as it does for a plain line
+    script = ("import sys\nfrom pipeline import cli\n"
+              "cli.cmd_config = lambda args: cli._console().print('x' * 70000)\n"
+              "sys.exit(cli.main(['config']))\n")
+    command = subprocess.Popen([sys.executable, "-c", script],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command.stdout.close()   # before the command has printed anything
+    _, err = command.communicate(timeout=120)
+    assert (command.returncode, err.decode()) == (141, "")
+
+
 def test_a_window_beyond_the_data_is_nothing_to_do_not_an_end_never_given(tmp_path, run_cli):
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
     write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
