@@ -22,9 +22,10 @@ from datetime import datetime, time
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 
 from pipeline.errors import RecallwatchError
-from pipeline.formats import is_parquet
+from pipeline.formats import PROBLEM_COLUMN, is_parquet
 from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES, LOG_SUFFIXES, holds_files
 from pipeline.sources import ReadOptions, deliveries, scheme
 from pipeline.warehouse import connect, queries, run_script, transaction
@@ -181,7 +182,8 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions,
                         native_delivery(delivery, fetched, options, limit))
                     stage_log_file(con, path, limit, line_column=line_column,
                                    shown_as=delivery.source, json_records=records)
-                    rows = bool(line_column) or is_parquet(path)
+                    # a table's records are its rows; a converted file's, the input's
+                    rows = records or is_parquet(fetched)
                 except duckdb.OutOfMemoryException:
                     raise  # not the file's fault
                 except (RecallwatchError, duckdb.Error):
@@ -200,6 +202,9 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions,
                     "file_no": number, "place": f"{name} {'row' if rows else 'line'}",
                     "first_year": parameters["first_year"],
                     "last_year": parameters["last_year"]})
+                if line_column and not records and PROBLEM_COLUMN in pq.read_schema(path).names:
+                    run_script(con, "quality_unconverted", {"file_no": number,
+                                                            "path": str(path)})
         return con.sql(queries("quality_checks")["records_frame"]).df()
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from pipeline import api, quality
 from pipeline.quality import QualityGateFailed
+from pipeline.sources import ReadOptions
 from pipeline.warehouse import connect
 from tests.conftest import golden, request, snapshot, write_jsonl
 
@@ -171,6 +172,27 @@ def test_malformed_json_line_fails_records_parse_and_counts_only_there(tmp_path)
     assert by_name(report)["records parse"]["detail"] == (
         "2 of 4 records cannot be read, e.g. dt=2026-11-01/bad.jsonl.gz: cannot be read as "
         "JSON Lines")
+
+
+def test_a_sample_the_ragas_reader_refuses_fails_records_parse_with_its_reason(tmp_path):
+    # a converted format's record that could not be converted was judged as an empty record:
+    # "all 4 records read as JSON objects", then missing request_id, timestamp, index_version
+    # and retrieved list, where ingest quarantines it as invalid JSON or with the RAGAS reason
+    sample = {"user_input": "q", "retrieved_contexts": ["a", "b"], "reference": "a",
+              "timestamp": "2026-11-01T10:00:00Z", "index_version": "idx-1"}
+    path = write_jsonl(tmp_path / "samples" / "ragas.jsonl", [
+        sample, {**sample, "user_input": "q2"}, '{"user_input": "q3", "retrieved_contexts": ',
+        {**sample, "user_input": "q4", "retrieved_contexts": "not a list"}])
+    report = quality.validate_files([str(path)], DAY1, DAY2,
+                                    options=ReadOptions(fmt="ragas", start=DAY1, end=DAY2))
+    assert [c.name for c in report.failures] == ["records parse"]
+    assert by_name(report)["records parse"]["detail"] == (
+        "2 of 4 records cannot be read, e.g. samples/ragas.jsonl line 3: invalid JSON")
+    assert by_name(report)["golden join key"]["success"]
+    api.ingest_logs(tmp_path / "w.duckdb", [str(path)], fmt="ragas")
+    with connect(tmp_path / "w.duckdb", read_only=True) as con:
+        assert con.execute("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
+            (3, "invalid JSON"), (4, "retrieved_contexts is not a list")]
 
 
 def test_a_few_bad_records_are_tolerated_and_quarantined_but_a_bad_interval_is_not(tmp_path):
