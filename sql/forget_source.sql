@@ -2,7 +2,8 @@
 -- its content or options changed. Parameters: $source (the file), $kind (logs | gold | index),
 -- $version (gold-set or index version; NULL for logs).
 -- A request this file delivered first stays when another file delivered the same record: the
--- earliest such copy becomes its source.
+-- earliest such copy becomes its source. The others are kept aside as temp table
+-- forgotten_requests, for sql/void_changed_scores.sql.
 
 DELETE FROM request_copies WHERE $kind = 'logs' AND source = $source;
 
@@ -20,6 +21,11 @@ WHERE requests.request_id = p.request_id AND requests.source = $source;
 DELETE FROM request_copies c
 USING promoted_copies p
 WHERE c.request_id = p.request_id AND c.source = p.copy.source AND c.line = p.copy.line;
+
+-- what the file's requests were, but their place: one delivered again at its time with other
+-- content loses its score (sql/void_changed_scores.sql, after the load)
+CREATE OR REPLACE TEMP TABLE forgotten_requests AS
+SELECT * EXCLUDE (source, line) FROM requests WHERE $kind = 'logs' AND source = $source;
 
 DELETE FROM requests WHERE $kind = 'logs' AND source = $source;
 

@@ -481,3 +481,31 @@ def test_the_day_and_hour_a_scored_request_moved_to_are_refused_until_scored_aga
     aggregate(con, grain="hour", start=datetime(2026, 11, 2), end=datetime(2026, 11, 2, 1))
     assert con.sql("SELECT n, mean_recall FROM window_metrics WHERE grain = 'hour' AND k = 5 "
                    "AND slice = 'all'").fetchall() == [(2, 0.25)]
+
+
+@pytest.mark.parametrize("changed", [
+    request("r-2", ["x"], ts="2026-11-01T10:30:00Z"),                  # another retrieval
+    request("r-2", ["a", "b"], ts="2026-11-01T10:30:00Z", gold_id="g-2"),   # another golden
+])
+def test_the_day_and_hour_of_a_scored_request_re_delivered_with_other_content_are_refused(
+        con, tmp_path, changed):
+    # r-2 is re-delivered at the same instant, but what it is scored from changed (recall 0
+    # now): its day and hour published it with its stale score of 1.0
+    small(con, tmp_path, [request("r-1", ["a"], ts="2026-11-01T10:00:00Z"),
+                          request("r-2", ["a", "b"], ts="2026-11-01T10:30:00Z")],
+          goldens=[golden("g-1", ["a", "b"]), golden("g-2", ["y"], question="q2")])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"], ts="2026-11-01T10:00:00Z"),
+                                          changed])
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    for grain, start, end in (("hour", datetime(2026, 11, 1, 10), datetime(2026, 11, 1, 11)),
+                              ("day", datetime(2026, 11, 1), datetime(2026, 11, 2))):
+        with pytest.raises(RecallwatchError, match="2026-11-01 is scored only in part on "
+                           "route ids: 1 of its 2 requests have no score"):
+            aggregate(con, grain=grain, start=start, end=end)
+    # scored again by the hour (the day is not scored whole), it aggregates with its new score
+    score(con, start=datetime(2026, 11, 1, 10), end=datetime(2026, 11, 1, 11))
+    aggregate(con, grain="hour", start=datetime(2026, 11, 1, 10), end=datetime(2026, 11, 1, 11))
+    aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+    assert con.sql("SELECT grain, n, mean_recall FROM window_metrics WHERE k = 5 "
+                   "AND slice = 'all' ORDER BY 1").fetchall() == [("day", 2, 0.25),
+                                                                  ("hour", 2, 0.25)]

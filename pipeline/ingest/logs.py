@@ -186,6 +186,8 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int | None,
                 run_script(con, "fill_parquet_raw", {**params, "path": str(path),
                                                      "line_column": bool(line_column)})
             n_quarantined = count_quarantined(con, "logs", source, None)
+            if previous:
+                run_script(con, "void_changed_scores", params)
             rejudge = ({row[0] for row in run_script(con, "rejudge_conflicts")} if previous
                        else set())
             state.invalidate(con, "ingest", days + state.source_days(con, source))
