@@ -509,3 +509,21 @@ def test_the_day_and_hour_of_a_scored_request_re_delivered_with_other_content_ar
     assert con.sql("SELECT grain, n, mean_recall FROM window_metrics WHERE k = 5 "
                    "AND slice = 'all' ORDER BY 1").fetchall() == [("day", 2, 0.25),
                                                                   ("hour", 2, 0.25)]
+
+
+def test_a_scored_request_delivered_again_by_another_file_with_other_content_is_unscored(
+        con, tmp_path):
+    # r-2 leaves logs.jsonl and comes back in other.jsonl at the same instant, finding nothing
+    # now: the day published its stale score of 1.0 (mean 0.75), not knowing it had changed
+    small(con, tmp_path, [request("r-1", ["a"], ts="2026-11-01T10:00:00Z"),
+                          request("r-2", ["a", "b"], ts="2026-11-01T10:30:00Z")])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"], ts="2026-11-01T10:00:00Z")])
+    write_jsonl(tmp_path / "other.jsonl", [request("r-2", ["x"], ts="2026-11-01T10:30:00Z")])
+    ingest_logs(con, [str(tmp_path / "logs.jsonl"), str(tmp_path / "other.jsonl")])
+    with pytest.raises(RecallwatchError, match="2026-11-01 is scored only in part on route ids: "
+                       "1 of its 2 requests have no score"):
+        aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+    score(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+    aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
+    assert con.sql("SELECT n, mean_recall FROM window_metrics WHERE k = 5 "
+                   "AND slice = 'all'").fetchall() == [(2, 0.25)]

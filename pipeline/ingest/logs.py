@@ -187,7 +187,11 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int | None,
                                                      "line_column": bool(line_column)})
             n_quarantined = count_quarantined(con, "logs", source, None)
             if previous:
-                run_script(con, "void_changed_scores", params)
+                # scores removed as scoring removes them; a day left with none is not
+                # aggregated again, so what its window metrics fed is voided here too
+                voided = [day for (day,) in run_script(con, "void_changed_scores", params)]
+                state.invalidate(con, "score", voided)
+                state.invalidate(con, "aggregate", voided)
             rejudge = ({row[0] for row in run_script(con, "rejudge_conflicts")} if previous
                        else set())
             state.invalidate(con, "ingest", days + state.source_days(con, source))
