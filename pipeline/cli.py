@@ -443,7 +443,11 @@ def cmd_metrics(args) -> None:
                                gold_version=args.gold_version, out=args.out)
     if args.out is None:
         sys.stdout.flush()
-        sys.stdout.buffer.write(text)
+        # a reader that leaves mid-write makes write() return short without an error: write
+        # the rest, which raises BrokenPipeError (exit 141) instead of ending with 0
+        view = memoryview(text)
+        while view:
+            view = view[sys.stdout.buffer.write(view):]
         sys.stdout.buffer.flush()
         return
     print(f"metrics: {len(latest.rows)} slice/route/k series by {latest.grain} (gold "

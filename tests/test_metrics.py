@@ -265,3 +265,21 @@ def test_a_warehouse_without_metrics_exits_2_with_one_sentence(run_cli, tmp_path
     assert not (tmp_path / "recallwatch.prom").exists()
     code, _, err = run_cli("metrics", "--warehouse", tmp_path / "missing.duckdb")
     assert code == 2 and "does not exist" in err
+
+
+def test_a_reader_that_goes_away_mid_exposition_exits_141(tmp_path):
+    # `recallwatch metrics | head -1`: the exposition is one large write; the reader takes a
+    # line and leaves while the command is still writing, which must end as a broken pipe
+    # does (141), not as if everything had been written (0)
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom pipeline import api, cli\n"
+              "api.metrics = lambda *a, **k: (None, b'# HELP x\\n' * 200_000)\n"
+              f"sys.exit(cli.main(['--warehouse', {str(tmp_path / 'w.duckdb')!r}, 'metrics']))\n")
+    command = subprocess.Popen([sys.executable, "-c", script],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert command.stdout.read(9) == b"# HELP x\n"   # the command is writing now
+    command.stdout.close()
+    _, err = command.communicate(timeout=120)
+    assert (command.returncode, err.decode()) == (141, "")
