@@ -30,6 +30,7 @@ from pathlib import Path
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
+from pipeline.alerts import printable
 from pipeline.config import DRIFT_METRICS
 from pipeline.errors import RecallwatchError
 from pipeline.warehouse import queries
@@ -122,7 +123,7 @@ def latest_windows(con, *, grain: str = "day", gold_version: str | None = None) 
     elif gold_version not in versions:
         raise RecallwatchError(
             f"the window metrics by {grain} hold no gold version {gold_version!r}; choose "
-            f"--gold-version among {', '.join(versions)}.")
+            f"--gold-version among {', '.join(map(printable, versions))}.")
     result = con.sql(found["latest_windows"], params={"grain": grain,
                                                        "gold_version": gold_version})
     columns = result.columns

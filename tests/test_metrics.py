@@ -283,3 +283,18 @@ def test_a_reader_that_goes_away_mid_exposition_exits_141(tmp_path):
     command.stdout.close()
     _, err = command.communicate(timeout=120)
     assert (command.returncode, err.decode()) == (141, "")
+
+
+def test_a_gold_version_with_a_line_break_is_listed_in_one_line_of_error(tmp_path):
+    # the versions a wrong --gold-version may choose from were joined as stored: a line break
+    # in one split the one-sentence error (metrics and report alike)
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request(f"r{i}", ["a"]) for i in range(3)])
+    api.run(tmp_path / "w.duckdb", logs=[str(tmp_path / "logs.jsonl")],
+            gold=str(tmp_path / "gold.jsonl"), gold_version="gold\n2026")
+    for attempt in (lambda: api.metrics(tmp_path / "w.duckdb", gold_version="nope"),
+                    lambda: api.report(tmp_path / "w.duckdb", tmp_path / "r",
+                                       gold_version="nope")):
+        with pytest.raises(RecallwatchError) as refused:
+            attempt()
+        assert "\n" not in str(refused.value) and "gold\\x0a2026" in str(refused.value)

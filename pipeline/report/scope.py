@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import duckdb
 
+from pipeline.alerts import printable
 from pipeline.errors import RecallwatchError
 from pipeline.report.reads import rows, scalar, tables
 from pipeline.routes import DEFAULT_ROUTE
@@ -83,7 +84,7 @@ def resolve_scope(con: duckdb.DuckDBPyConnection, *, route: str | None = None,
         if gold_version not in known:
             raise RecallwatchError(
                 f"gold version {gold_version!r} is not in the warehouse; known: "
-                f"{', '.join(known) or 'none'}.")
+                f"{', '.join(map(printable, known)) or 'none'}.")
     k_choice = GIVEN
     if k is None:
         k, k_choice = default_k(con, route)
