@@ -27,8 +27,8 @@ from pipeline.errors import RecallwatchError
 from pipeline.progress import Progress
 from pipeline.stats import (
     Interval,
-    adjusted_t_interval,
     all_binary,
+    bias_reduced_t_interval,
     clip_unit,
     cluster_wilson_interval,
     no_spread,
@@ -134,6 +134,7 @@ _SUMS = {
     "pass_sum": "n_pass", "pass_cluster_sq": "pass_cluster_sq",
     "pass_cluster_cross": "pass_cluster_cross", "full_sum": "n_full",
     "full_cluster_sq": "full_cluster_sq", "full_cluster_cross": "full_cluster_cross",
+    "cr2_size_sq": "cr2_size_sq",
 }
 
 
@@ -163,7 +164,10 @@ def _rate_interval(col: dict, indicator: str, use_cluster: np.ndarray, alpha: fl
         n, col["n_clusters"].astype(float), successes,
         col[f"{indicator}_cluster_sq"].astype(float),
         col[f"{indicator}_cluster_cross"].astype(float), col["sum_size_sq"].astype(float),
-        alpha)
+        alpha, cr2=(col[f"cr2_{indicator}_cluster_sq"].astype(float),
+                    col[f"cr2_{indicator}_cluster_cross"].astype(float),
+                    col["cr2_size_sq"].astype(float), col["cr2_size_b2"].astype(float),
+                    col["max_size"].astype(float)))
     return Interval(np.where(use_cluster, clustered.low, plain.low),
                     np.where(use_cluster, clustered.high, plain.high))
 
@@ -176,10 +180,14 @@ def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float)
     mean = col["mean_recall"].astype(float)
     n_or_nan = np.where(n > 0, n, np.nan)  # rates of an all-excluded window are undefined
     # requests without a session are clusters of one, so the cluster sums serve both forms
-    spread = clip_unit(adjusted_t_interval(
+    # (CR2 with Bell-McCaffrey degrees of freedom where a session holds more than one request:
+    # CR1 with G - 1 badly undercovered a window one session dominates)
+    spread = clip_unit(bias_reduced_t_interval(
         n, col["n_clusters"].astype(float), col["recall_sum"].astype(float),
         col["sum_cluster_sq"].astype(float), col["sum_cluster_cross"].astype(float),
-        col["sum_size_sq"].astype(float), alpha))
+        col["sum_size_sq"].astype(float), *(col[f"cr2_{name}"].astype(float) for name in (
+            "cluster_sq", "cluster_cross", "size_sq", "size_b2")),
+        col["max_size"].astype(float), alpha))
     use_cluster = col["any_session"].astype(bool)
     passes = _rate_interval(col, "pass", use_cluster, alpha)
     full = _rate_interval(col, "full", use_cluster, alpha)
@@ -195,7 +203,10 @@ def _with_intervals(stats: pa.Table, grain: str, pass_mark: float, alpha: float)
         with np.errstate(all="ignore"):
             plain_rate = wilson_interval(recall_sums[0], n, alpha)
             clustered_rate = cluster_wilson_interval(
-                n, col["n_clusters"].astype(float), *recall_sums, alpha)
+                n, col["n_clusters"].astype(float), *recall_sums, alpha,
+                cr2=tuple(col[f"cr2_{name}"].astype(float) for name in (
+                    "cluster_sq", "cluster_cross", "size_sq", "size_b2")) + (
+                    col["max_size"].astype(float),))
         proportion = Interval(*(
             np.where(flat, np.where(use_cluster, c, p), f)
             for c, p, f in zip(clustered_rate, plain_rate, full, strict=True)))

@@ -24,6 +24,7 @@ __all__ = [
     "ClusterStats",
     "adjusted_difference_interval",
     "adjusted_t_interval",
+    "bias_reduced_t_interval",
     "DifferenceInterval",
     "Interval",
     "all_binary",
@@ -31,6 +32,7 @@ __all__ = [
     "clip_unit",
     "cluster_difference_interval",
     "cluster_sufficient_stats",
+    "cr2_sufficient_stats",
     "cluster_t_interval",
     "cluster_wilson_interval",
     "hedged_capital",
@@ -124,6 +126,7 @@ def cluster_wilson_interval(
     sum_cluster_cross: ArrayLike,
     sum_size_sq: ArrayLike,
     alpha: ArrayLike = 0.05,
+    cr2: tuple[ArrayLike, ...] | None = None,
 ) -> Interval:
     """Wilson interval for a proportion of observations grouped in clusters (sessions), on the
     design-effect-adjusted effective sample size.
@@ -153,6 +156,13 @@ def cluster_wilson_interval(
     moves monotonically from 0 successes to 1. With ``G <= 1`` both bounds are NaN. When every
     cluster is a single request, ``deff = n / (n - 1)`` and the interval is slightly wider than
     plain Wilson; callers use ``wilson_interval`` for groups without sessions.
+
+    ``cr2 = (cr2_cluster_sq, cr2_cluster_cross, cr2_size_sq, cr2_size_b2, max_size)`` (the
+    indicator's own CR2 sums, and the size sums of ``bias_reduced_t_interval``): where a cluster
+    holds more than one request, ``V_cr`` is the bias-reduced (CR2) variance ``n (cr2_cluster_sq
+    - 2 p cr2_cluster_cross + p^2 cr2_size_sq) / n^2`` and ``G - 1`` the Bell-McCaffrey degrees
+    of freedom, as there (CR1 with G - 1 covered a pass rate 0.53 of the time with one session
+    of 40 requests and 10 single requests).
     """
     alpha = _check_alpha(alpha)
     n = np.asarray(n, dtype=float)
@@ -167,11 +177,19 @@ def cluster_wilson_interval(
         - 2.0 * p * np.asarray(sum_cluster_cross, dtype=float)
         + p * p * np.asarray(sum_size_sq, dtype=float), 0.0)
     v_cr = g_ok / (g_ok - 1.0) * sum_e2 / (n_ok * n_ok)
+    df = g_ok - 1.0
+    if cr2 is not None:
+        cr2_sq, cr2_cross, cr2_size_sq, cr2_size_b2, max_size = (
+            np.asarray(value, dtype=float) for value in cr2)
+        use = valid & (max_size > 1)
+        v_cr2 = np.maximum(cr2_sq - 2.0 * p * cr2_cross + p * p * cr2_size_sq, 0.0) / n_ok
+        v_cr = np.where(use, v_cr2, v_cr)
+        df = np.where(use, _bell_mccaffrey_df(n_ok, sum_size_sq, cr2_size_sq, cr2_size_b2), df)
     v_srs = p * (1.0 - p) / n_ok
     interior = v_srs > 0
     deff = np.maximum(1.0, np.where(interior, v_cr, 1.0) / np.where(interior, v_srs, 1.0))
     n_eff = n_ok / deff * (stats.t.isf(alpha / 2, n_ok - 1.0)
-                           / stats.t.isf(alpha / 2, g_ok - 1.0)) ** 2
+                           / stats.t.isf(alpha / 2, df)) ** 2
     low, high = wilson_interval(p * n_eff, n_eff, alpha)
     return Interval(_as_output(np.where(valid, low, np.nan)),
                     _as_output(np.where(valid, high, np.nan)))
@@ -327,6 +345,87 @@ def adjusted_t_interval(
                     _as_output(np.where(valid, ybar + half, np.nan)))
 
 
+def bias_reduced_t_interval(
+    n: ArrayLike,
+    n_clusters: ArrayLike,
+    total: ArrayLike,
+    sum_cluster_sq: ArrayLike,
+    sum_cluster_cross: ArrayLike,
+    sum_size_sq: ArrayLike,
+    cr2_cluster_sq: ArrayLike,
+    cr2_cluster_cross: ArrayLike,
+    cr2_size_sq: ArrayLike,
+    cr2_size_b2: ArrayLike,
+    max_size: ArrayLike,
+    alpha: ArrayLike = 0.05,
+) -> Interval:
+    """``adjusted_t_interval`` with the bias-reduced (CR2) variance and Bell-McCaffrey degrees
+    of freedom where a cluster holds more than one value; ``adjusted_t_interval`` itself where
+    every cluster is a single value (``max_size <= 1``).
+
+    CR1 divides by ``G - 1`` as if every cluster carried an equal share of the mean. When one
+    session holds most requests of a window, the mean sits on that session's own mean, its
+    residual ``S_g - n_g ybar`` is near 0, and CR1 sees almost no spread: with one session of 40
+    requests and 10 single requests the 95 % interval covered 0.41 of the time, with 90 + 10
+    0.16. For the mean (the constant the only regressor) CR2 weighs each cluster's squared
+    residual by ``w_g = 1 / (1 - n_g / n)`` (``1 / (1 - h_gg)``, its leverage), which makes the
+    variance unbiased when the values are independent, and the degrees of freedom are those of
+    that quadratic form (Satterthwaite): ``n^2 / tr(B^2)``, ``B = W^1/2 (D - nu nu' / n)
+    W^1/2``, ``D = diag(n_g)``, ``nu = (n_g)``, which is ``G - 1`` when all clusters are the
+    same size and near 1 when one cluster holds most values. From the sums of
+    sql/window_metrics.sql (``cr2_cluster_sq = sum S_g^2 / (n - n_g)``, ``cr2_cluster_cross =
+    sum S_g n_g / (n - n_g)``, ``cr2_size_sq = sum n_g^2 / (n - n_g)``, ``cr2_size_b2 = sum
+    (n_g^2 / (n (n - n_g)))^2``), with a 0 and a 1 added as in ``adjusted_t_interval`` (each a
+    cluster of its own, weighed by ``n' / (n' - 1)``; the observed clusters keep the weights of
+    the observed ``n``, slightly above those of ``n' = n + 2``)::
+
+        ybar' = (total + 1) / n'
+        V     = (n (cr2_cluster_sq - 2 ybar' cr2_cluster_cross + ybar'^2 cr2_size_sq)
+                 + n' / (n' - 1) (ybar'^2 + (1 - ybar')^2)) / n'^2
+        df    = 1 / (sum_size_sq / n^2 + (cr2_size_sq / n)^2 - cr2_size_b2)
+        [low, high] = ybar' -/+ t_{1 - alpha/2, df} * sqrt(V)
+
+    Sources: R. M. Bell, D. F. McCaffrey (2002), "Bias reduction in standard errors for linear
+    regression with multi-stage samples", Survey Methodology 28(2):169-181; J. E. Pustejovsky,
+    E. Tipton (2018), "Small-sample methods for cluster-robust variance estimation and
+    hypothesis testing in fixed effects models", J. Business & Economic Statistics
+    36(4):672-683; G. W. Imbens, M. Kolesar (2016), "Robust standard errors in small samples:
+    some practical advice", Review of Economics and Statistics 98(4):701-712 (the degrees of
+    freedom under working independence). NaN for ``G <= 1``.
+    """
+    alpha = _check_alpha(alpha)
+    n = np.asarray(n, dtype=float)
+    n_clusters = np.asarray(n_clusters, dtype=float)
+    max_size = np.asarray(max_size, dtype=float)
+    plain = adjusted_t_interval(n, n_clusters, total, sum_cluster_sq, sum_cluster_cross,
+                                sum_size_sq, alpha)
+    valid = (n_clusters > 1) & (n > 1)
+    n_ok = np.where(valid, n, 2.0)
+    n_aug = n_ok + 2.0
+    ybar = (np.asarray(total, dtype=float) + 1.0) / n_aug
+    observed = np.maximum(
+        np.asarray(cr2_cluster_sq, dtype=float) - 2.0 * ybar * np.asarray(cr2_cluster_cross, float)
+        + ybar * ybar * np.asarray(cr2_size_sq, dtype=float), 0.0) * n_ok
+    added = n_aug / (n_aug - 1.0) * (ybar * ybar + (1.0 - ybar) ** 2)
+    var = (observed + added) / (n_aug * n_aug)
+    df = np.where(valid, _bell_mccaffrey_df(n_ok, sum_size_sq, cr2_size_sq, cr2_size_b2), 1.0)
+    half = stats.t.isf(alpha / 2, df) * np.sqrt(var)
+    use = valid & (max_size > 1)
+    return Interval(_as_output(np.where(use, ybar - half, plain.low)),
+                    _as_output(np.where(use, ybar + half, plain.high)))
+
+
+def _bell_mccaffrey_df(n: np.ndarray, sum_size_sq: ArrayLike, cr2_size_sq: ArrayLike,
+                       cr2_size_b2: ArrayLike) -> np.ndarray:
+    # n^2 / tr(B^2) = 1 / (sum q_g^2 + sum_{g != h} b_g b_h), q_g = n_g / n,
+    # b_g = n_g^2 / (n (n - n_g)); the off-diagonal sum is >= 0 (rounding of the largest term
+    # aside). Equal sizes give G - 1, all singletons n - 1.
+    b_sum = np.asarray(cr2_size_sq, dtype=float) / n
+    cross = np.maximum(b_sum * b_sum - np.asarray(cr2_size_b2, dtype=float), 0.0)
+    tr_b2 = np.asarray(sum_size_sq, dtype=float) / (n * n) + cross
+    return np.where(tr_b2 > 0, 1.0 / np.where(tr_b2 > 0, tr_b2, 1.0), 1.0)
+
+
 def _with_a_0_and_a_1(group: tuple[ArrayLike, ...], each: ArrayLike = 1.0
                       ) -> tuple[np.ndarray, ...]:
     """The sums of ``cluster_t_interval`` with `each` values 0 and `each` values 1 added,
@@ -366,6 +465,22 @@ def cluster_sufficient_stats(y: ArrayLike, groups: ArrayLike) -> ClusterStats:
         sum_cluster_cross=float(np.dot(sums, sizes)),
         sum_size_sq=int(np.dot(sizes, sizes)),
     )
+
+
+def cr2_sufficient_stats(y: ArrayLike, groups: ArrayLike) -> tuple[float, ...]:
+    """The CR2 sums sql/window_metrics.sql adds to ``cluster_sufficient_stats``' from raw
+    observations: ``(sum S_g^2 / (n - n_g), sum S_g n_g / (n - n_g), sum n_g^2 / (n - n_g),
+    sum (n_g^2 / (n (n - n_g)))^2, max n_g)``, a cluster of all ``n`` values counting 0, for
+    ``bias_reduced_t_interval`` and ``cluster_wilson_interval(..., cr2=...)``. Serves tests."""
+    y = np.asarray(y, dtype=float)
+    _, codes = np.unique(np.asarray(groups), return_inverse=True)
+    sizes = np.bincount(codes).astype(float)
+    sums = np.bincount(codes, weights=y)
+    n = float(y.size)
+    w = np.where(sizes < n, 1.0 / np.maximum(n - sizes, 1.0), 0.0)
+    return (float(np.sum(sums * sums * w)), float(np.sum(sums * sizes * w)),
+            float(np.sum(sizes * sizes * w)), float(np.sum((sizes * sizes * w / n) ** 2)),
+            float(sizes.max()))
 
 
 def clip_unit(interval: Interval) -> Interval:

@@ -52,10 +52,39 @@ FROM agg_requests a
 JOIN request_scores s ON s.request_id = a.request_id AND s.status = 'scored'
 JOIN recall_at_k rk ON rk.request_id = s.request_id AND rk.route = s.route;
 
+-- the moments of each group; its n weighs the clusters of the CR2 sums below
+CREATE OR REPLACE TEMP TABLE agg_moments AS
+SELECT window_start, slice, route, gold_version, k,
+       count(*) AS n,
+       exact_sum(recall) / count(*) AS mean_recall,
+       exact_sum(recall) AS recall_sum,
+       CASE WHEN count(*) > 1
+            THEN greatest((exact_sum(recall * recall)
+                           - exact_sum(recall) ** 2 / count(*)) / (count(*) - 1), 0)
+            ELSE 0 END AS var_recall,
+       exact_sum(precision) / count(precision) AS mean_precision,
+       count(*) FILTER (WHERE recall >= $pass_mark) AS n_pass,
+       count(*) FILTER (WHERE recall >= 1.0) AS n_full,
+       bool_or(in_session) AS any_session,
+       list(DISTINCT index_version ORDER BY index_version) AS index_versions,
+       -- the requests measured at k each version served, in this slice (the drift step
+       -- labels a window with the versions serving its own requests)
+       histogram(index_version)::MAP(VARCHAR, BIGINT) AS version_counts,
+       max(index_size) AS max_index_size
+FROM agg_scored
+GROUP BY ALL;
+
 -- The sums over clusters. A request without a session is a cluster of one (n_g = 1, s_g its
 -- recall, summed exactly like a session's), taken as it is rather than grouped one by one; and
 -- these sums get a statement of their own, since next to the moments' their hash tables would
 -- not fit a small memory limit at once.
+-- cr2_*: the same sums with each cluster weighed by 1 / (n - n_g) (n the group's requests), so
+-- that n * cr2_cluster_sq ... is sum_g w_g (S_g - n_g ybar)^2 with the bias-reduced (CR2,
+-- Bell-McCaffrey) weight w_g = 1 / (1 - n_g / n), and cr2_size_b2 = sum_g (n_g^2 / (n (n -
+-- n_g)))^2 for its degrees of freedom (pipeline/stats.py, bias_reduced_t_interval; the pass and
+-- full-coverage indicators' in cluster_wilson_interval). Every term
+-- is at most n^2, within exact_sum's range. A group of one cluster (n_g = n) has no interval:
+-- its terms are 0.
 CREATE OR REPLACE TEMP TABLE agg_clusters AS
 WITH clusters AS (
     SELECT window_start, slice, route, gold_version, k,
@@ -71,9 +100,23 @@ WITH clusters AS (
            (recall >= $pass_mark)::INTEGER, (recall >= 1.0)::INTEGER
     FROM agg_scored
     WHERE NOT in_session
+),
+weighed AS (
+    SELECT c.*, CASE WHEN c.n_g < g.n THEN 1.0 / (g.n - c.n_g) ELSE 0.0 END AS w,
+           g.n
+    FROM clusters c
+    JOIN agg_moments g USING (window_start, slice, route, gold_version, k)
 )
 SELECT window_start, slice, route, gold_version, k,
        count(*) AS n_clusters,
+       exact_sum(s_g * s_g * w) AS cr2_cluster_sq,
+       exact_sum(s_g * n_g * w) AS cr2_cluster_cross,
+       exact_sum(n_g * n_g * w) AS cr2_size_sq,
+       exact_sum((n_g * n_g * w / n) ** 2) AS cr2_size_b2,
+       exact_sum(pass_g * pass_g * w) AS cr2_pass_cluster_sq,
+       exact_sum(pass_g * n_g * w) AS cr2_pass_cluster_cross,
+       exact_sum(full_g * full_g * w) AS cr2_full_cluster_sq,
+       exact_sum(full_g * n_g * w) AS cr2_full_cluster_cross,
        exact_sum(s_g * s_g) AS sum_cluster_sq,
        exact_sum(s_g * n_g) AS sum_cluster_cross,
        sum(n_g * n_g) AS sum_size_sq,
@@ -83,35 +126,16 @@ SELECT window_start, slice, route, gold_version, k,
        sum(pass_g * n_g) AS pass_cluster_cross,
        sum(full_g * full_g) AS full_cluster_sq,
        sum(full_g * n_g) AS full_cluster_cross
-FROM clusters
+FROM weighed
 GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE agg_stats AS
-WITH moments AS (
-    SELECT window_start, slice, route, gold_version, k,
-           count(*) AS n,
-           exact_sum(recall) / count(*) AS mean_recall,
-           exact_sum(recall) AS recall_sum,
-           CASE WHEN count(*) > 1
-                THEN greatest((exact_sum(recall * recall)
-                               - exact_sum(recall) ** 2 / count(*)) / (count(*) - 1), 0)
-                ELSE 0 END AS var_recall,
-           exact_sum(precision) / count(precision) AS mean_precision,
-           count(*) FILTER (WHERE recall >= $pass_mark) AS n_pass,
-           count(*) FILTER (WHERE recall >= 1.0) AS n_full,
-           bool_or(in_session) AS any_session,
-           list(DISTINCT index_version ORDER BY index_version) AS index_versions,
-           -- the requests measured at k each version served, in this slice (the drift step
-           -- labels a window with the versions serving its own requests)
-           histogram(index_version)::MAP(VARCHAR, BIGINT) AS version_counts,
-           max(index_size) AS max_index_size
-    FROM agg_scored
-    GROUP BY ALL
-)
 SELECT m.*, c.n_clusters, c.sum_cluster_sq, c.sum_cluster_cross, c.sum_size_sq,
        c.max_size, c.pass_cluster_sq, c.pass_cluster_cross, c.full_cluster_sq,
-       c.full_cluster_cross
-FROM moments m
+       c.full_cluster_cross, c.cr2_cluster_sq, c.cr2_cluster_cross, c.cr2_size_sq,
+       c.cr2_size_b2, c.cr2_pass_cluster_sq, c.cr2_pass_cluster_cross, c.cr2_full_cluster_sq,
+       c.cr2_full_cluster_cross
+FROM agg_moments m
 JOIN agg_clusters c USING (window_start, slice, route, gold_version, k);
 
 -- every window x slice x route x gold version with scores, and its requests not scored
@@ -142,13 +166,16 @@ SELECT
     MAP {}::MAP(VARCHAR, BIGINT) AS version_counts, max(a.index_size) AS max_index_size,
     0 AS n_clusters, 0.0 AS sum_cluster_sq, 0.0 AS sum_cluster_cross, 0 AS sum_size_sq,
     0 AS pass_cluster_sq, 0 AS pass_cluster_cross, 0 AS full_cluster_sq,
-    0 AS full_cluster_cross, 0 AS max_size
+    0 AS full_cluster_cross, 0 AS max_size, 0.0 AS cr2_cluster_sq, 0.0 AS cr2_cluster_cross,
+    0.0 AS cr2_size_sq, 0.0 AS cr2_size_b2, 0.0 AS cr2_pass_cluster_sq,
+    0.0 AS cr2_pass_cluster_cross, 0.0 AS cr2_full_cluster_sq, 0.0 AS cr2_full_cluster_cross
 FROM empty e
 JOIN (SELECT window_start, unnest(slices) AS slice, index_version, index_size
       FROM agg_requests) a USING (window_start, slice)
 GROUP BY e.window_start, e.slice, e.route, e.gold_version;
 
 -- the requests are not needed past here: their memory goes back to the next batch
+DROP TABLE agg_moments;
 DROP VIEW agg_scored;
 DROP TABLE agg_requests;
 

@@ -19,7 +19,11 @@ from pipeline.config import put_in_force, resolve
 from pipeline.errors import RecallwatchError
 from pipeline.ingest import ingest_gold, ingest_logs
 from pipeline.score import score
-from pipeline.stats import cluster_sufficient_stats, cluster_wilson_interval
+from pipeline.stats import (
+    cluster_sufficient_stats,
+    cluster_wilson_interval,
+    cr2_sufficient_stats,
+)
 from tests.conftest import golden, request, snapshot, write_jsonl
 
 
@@ -94,14 +98,45 @@ def test_mean_interval_is_the_t_interval_with_a_0_and_a_1_added_without_sessions
     assert row["ci_low"] < row["mean_recall"] < row["ci_high"]
 
 
-def test_mean_interval_with_sessions_is_cluster_robust_with_a_0_and_a_1_added(con, tmp_path):
+def bias_reduced_reference(y: np.ndarray, groups: np.ndarray) -> tuple[float, float]:
+    """The CR2 (Bell-McCaffrey) interval of the recalls with a 0 and a 1 added, from the
+    matrices: each observed cluster's residuals (around the augmented mean) through
+    (I - H_gg)^(-1/2) of the observed design H = 1 1' / n, the added values as singletons of the
+    augmented design; the degrees of freedom (sum lambda)^2 / sum lambda^2 over the eigenvalues
+    of the observed design's G' G (working independence)."""
+    codes = np.unique(groups, return_inverse=True)[1]
+    n, clusters = len(y), codes.max() + 1
+    ybar = (y.sum() + 1.0) / (n + 2)
+    meat = 0.0
+    columns = []
+    for g in range(clusters):
+        members = codes == g
+        m = int(members.sum())
+        vals, vecs = np.linalg.eigh(np.eye(m) - np.ones((m, m)) / n)
+        adjust = vecs @ np.diag(vals ** -0.5) @ vecs.T
+        meat += float(np.ones(m) @ adjust @ (y[members] - ybar)) ** 2
+        column = np.zeros(n)   # (I - H) applied to the cluster's adjusted contrast, over n
+        column[members] = np.ones(m) @ adjust
+        columns.append((column - column.sum() / n) / n)
+    meat += (n + 2) / (n + 1) * (ybar ** 2 + (1 - ybar) ** 2)
+    lam = np.linalg.eigvalsh(np.array(columns) @ np.array(columns).T)
+    half = stats.t.isf(0.025, lam.sum() ** 2 / (lam ** 2).sum()) * math.sqrt(meat) / (n + 2)
+    return max(ybar - half, 0.0), min(ybar + half, 1.0)
+
+
+def test_mean_interval_with_sessions_is_bias_reduced_with_a_0_and_a_1_added(con, tmp_path):
+    # CR2 with Bell-McCaffrey degrees of freedom where a session holds more than one request
+    # (it was CR1 with G - 1, adjusted_reference: a window one session dominates undercovered)
     world(con, tmp_path, sessions=True)
     y, groups = recalls(con, 3)
     row = metrics(con, 3)
     assert row["ci_method"] == "cluster_adjusted_t"
     assert row["n_sessions"] == len(set(groups)) < len(y)
-    assert (row["ci_low"], row["ci_high"]) == pytest.approx(adjusted_reference(y, groups),
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(bias_reduced_reference(y, groups),
                                                             abs=1e-6)
+    # nearly equal sessions: within a few percent of the CR1 interval
+    cr1 = adjusted_reference(y, groups)
+    assert abs((row["ci_high"] - row["ci_low"]) / (cr1[1] - cr1[0]) - 1) < 0.05
 
 
 def test_pass_rate_and_full_coverage_use_wilson_without_sessions(con, tmp_path):
@@ -124,10 +159,17 @@ def test_rates_of_requests_in_sessions_use_the_effective_sample_size(con, tmp_pa
     assert row["pass_rate"] == (y >= 0.5).mean() and row["rate_ci_method"] == "cluster_wilson"
     for indicator, low, high in (((y >= 0.5), "pass_ci_low", "pass_ci_high"),
                                  ((y >= 1.0), "fc_ci_low", "fc_ci_high")):
-        want = cluster_wilson_interval(*cluster_sufficient_stats(indicator, groups))
+        want = cluster_wilson_interval(*cluster_sufficient_stats(indicator, groups),
+                                       cr2=_cr2_of(indicator, groups, y))
         assert (row[low], row[high]) == pytest.approx(want, abs=1e-9)
         plain = proportion_confint(int(indicator.sum()), len(y), 0.05, method="wilson")
         assert row[high] - row[low] > plain[1] - plain[0]   # sessions widen it
+
+
+def _cr2_of(indicator: np.ndarray, groups: np.ndarray, y: np.ndarray) -> tuple[float, ...]:
+    """An indicator's own CR2 sums with the size sums and max size of the window's recalls."""
+    own, sizes = cr2_sufficient_stats(indicator, groups), cr2_sufficient_stats(y, groups)
+    return own[:2] + sizes[2:]
 
 
 def test_slices_cover_all_index_versions_and_tags(con, tmp_path):
@@ -257,17 +299,19 @@ TRUE_PASS = 4 * (_beta_moment(3) - _beta_moment(4)) + TRUE_FULL   # recall >= 0.
 
 
 def _simulated_windows(rng, windows: int, per_day: int, sessions: bool, chunks: int = 4,
-                       a: float = A, b: float = B, draw=None) -> pa.Table:
+                       a: float = A, b: float = B, draw=None,
+                       layout: list[int] | None = None) -> pa.Table:
     """window_metrics.sql's result for simulated windows: sessions of 1-7 requests sharing p
-    (intra-session correlation ~0.15 for recall), or every request on its own; a request's
-    recall is Bin(chunks, p) / chunks with p ~ Beta(a, b), or `draw(rng, p)`."""
+    (intra-session correlation ~0.15 for recall), or of the sizes `layout` gives, or every
+    request on its own; a request's recall is Bin(chunks, p) / chunks with p ~ Beta(a, b), or
+    `draw(rng, p)`."""
     sizes = rng.integers(1, 8, size=(windows, per_day)) if sessions else \
         np.ones((windows, per_day), dtype=int)
     rows = []
     for w in range(windows):
         size = sizes[w][np.cumsum(sizes[w]) <= per_day] if sessions else sizes[w]
         size = np.append(size, per_day - size.sum()) if size.sum() < per_day else size
-        size = size[size > 0]
+        size = np.array(layout) if layout is not None else size[size > 0]
         p = np.repeat(rng.beta(a, b, size=size.size), size)
         recall = draw(rng, p) if draw else rng.binomial(chunks, p) / chunks
         cluster = np.repeat(np.arange(size.size), size)
@@ -282,7 +326,13 @@ def _simulated_windows(rng, windows: int, per_day: int, sessions: bool, chunks: 
             "sum_cluster_sq": float(s_g @ s_g), "sum_cluster_cross": float(s_g @ size),
             "sum_size_sq": int(size @ size), "pass_cluster_sq": float(pass_g @ pass_g),
             "pass_cluster_cross": float(pass_g @ size), "full_cluster_sq": float(full_g @ full_g),
-            "full_cluster_cross": float(full_g @ size)})
+            "full_cluster_cross": float(full_g @ size), "max_size": int(size.max()),
+            **dict(zip(("cr2_cluster_sq", "cr2_cluster_cross", "cr2_size_sq", "cr2_size_b2"),
+                       cr2_sufficient_stats(recall, cluster)[:4], strict=True)),
+            **dict(zip(("cr2_pass_cluster_sq", "cr2_pass_cluster_cross"),
+                       cr2_sufficient_stats(recall >= 0.7, cluster)[:2], strict=True)),
+            **dict(zip(("cr2_full_cluster_sq", "cr2_full_cluster_cross"),
+                       cr2_sufficient_stats(recall >= 1.0, cluster)[:2], strict=True))})
     table = pa.Table.from_pylist(rows)
     extra = {"window_start": pa.array([datetime(2026, 1, 1)] * windows, pa.timestamp("us")),
              "slice": ["all"] * windows, "route": ["ids"] * windows, "k": [5] * windows,
@@ -340,6 +390,19 @@ def test_every_stored_interval_covers_near_its_level(sessions, per_day, seed, lo
                                                    sessions))
     for metric, share in coverage.items():
         assert lowest <= share <= highest, (metric, share)
+
+
+@pytest.mark.parametrize("layout", [[40] + [1] * 10, [90] + [1] * 10, [30] + [2] * 10 + [1] * 10],
+                         ids=["40+10x1", "90+10x1", "30+10x2+10x1"])
+def test_a_window_one_session_dominates_covers_near_its_level(layout):
+    # the session holding most requests pulls the mean onto its own, so its residual is near 0
+    # and the cluster-robust variance (CR1, G - 1 degrees of freedom) saw almost no spread: the
+    # mean's interval covered 0.41 (40 + 10), 0.16 (90 + 10) and 0.79 (30 + 10 x 2 + 10) of
+    # the time, the pass rate's 0.53, 0.26 and 0.80
+    table = _simulated_windows(np.random.default_rng(26), 2000, sum(layout), True,
+                               layout=layout)
+    coverage = _stored_coverage(table)
+    assert min(coverage.values()) >= 0.93, coverage
 
 
 def _skewed(rng, p):
