@@ -291,6 +291,12 @@ CREATE TABLE IF NOT EXISTS window_sums (
 -- re-aggregated by the next run (sql/stale_metric_days.sql).
 ALTER TABLE window_sums ADD COLUMN IF NOT EXISTS version_counts MAP(VARCHAR, BIGINT);
 
+-- Added with the bias-reduced (CR2) intervals of a window where a session holds more than one
+-- request: sum n_g^2 / (n - n_g) (sql/window_metrics.sql). A window of such sessions without
+-- it was aggregated with CR1 and G - 1 degrees of freedom, and its day is re-aggregated by the
+-- next run (sql/stale_metric_days.sql).
+ALTER TABLE window_sums ADD COLUMN IF NOT EXISTS cr2_size_sq DOUBLE;
+
 -- Public. One row per window x slice x route x cutoff k x gold version x metric with a
 -- baseline to compare with: the window's value, its baseline's, the interval of the
 -- difference (window - baseline), the decision and the episode it belongs to. Written by the

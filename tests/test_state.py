@@ -320,3 +320,23 @@ def test_a_warehouse_keyed_by_an_earlier_release_is_keyed_again_and_its_days_res
                        ).fetchall() == [("scored", "g-1")]
         assert con.sql("SELECT value FROM settings WHERE name = 'text_key'").fetchall() == [
             ("2",)]
+
+
+def test_a_day_with_sessions_aggregated_with_cr1_is_re_aggregated(con, tmp_path):
+    # an earlier release put the CR1 interval (G - 1 degrees of freedom) on a window whose
+    # sessions hold more than one request, too narrow when one of them dominates; the next run
+    # gives such days the bias-reduced one, and leaves days without such sessions alone
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    logs = write_jsonl(tmp_path / "d.jsonl", [
+        request(f"r{day}-{i}", ["a", "b"][: 1 + (i % 2)], ts=f"2026-11-0{day}T1{i}:00:00Z",
+                **({"session_id": "s0" if i < 4 else f"s{i}"} if day == 2 else {}))
+        for day in (1, 2) for i in range(7)])
+    run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    current = rows(con, "window_metrics")
+    con.execute("UPDATE window_sums SET cr2_size_sq = NULL")
+    con.execute("UPDATE window_metrics SET ci_low = mean_recall - 0.01, "
+                "ci_high = mean_recall + 0.01")
+    summary = run(con)
+    assert [d.day for d in summary.days_aggregated] == [2]
+    assert rows(con, "window_metrics", "window_start >= '2026-11-02'") == [
+        row for row in current if row[0] >= datetime(2026, 11, 2)]
