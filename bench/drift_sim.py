@@ -40,15 +40,23 @@ PREFIXES = ("recall", "pass", "full")
 
 def simulate_days(rng: np.random.Generator, means: np.ndarray, requests: int,
                   sessions: bool = True, pass_mark: float = DEFAULT_PASS_MARK,
-                  chunks: int = GOLD_CHUNKS) -> dict:
+                  chunks: int = GOLD_CHUNKS, session_sizes: list[int] | None = None) -> dict:
     """Per day (one entry of `means`, the day's mean recall) the window sums of
-    sql/drift_windows.sql, as arrays of shape (days,). About `requests` requests a day, each
-    needing `chunks` gold chunks (1: every recall is 0 or 1)."""
+    sql/drift_windows.sql, as arrays of shape (days,), and the day's clusters by size
+    (`size_hist`, a list per day, in an object array). About `requests` requests a day, each
+    needing `chunks` gold chunks (1: every recall is 0 or 1). `session_sizes`: the same
+    sessions every day, of these sizes (`requests` and `sessions` then unused)."""
     means = np.asarray(means, dtype=float)
     days = means.size
-    per_day = max(round(requests / 4), 2) if sessions else requests
+    if session_sizes is not None:
+        per_day = len(session_sizes)
+        sizes = np.tile(np.asarray(session_sizes, dtype=int), days)
+        sessions = True
+    else:
+        per_day = max(round(requests / 4), 2) if sessions else requests
+        sizes = (1 + rng.binomial(5, 0.6, per_day * days) if sessions
+                 else np.ones(per_day * days, dtype=int))
     day = np.repeat(np.arange(days), per_day)
-    sizes = 1 + rng.binomial(5, 0.6, day.size) if sessions else np.ones(day.size, dtype=int)
     mu = means[day]
     level = rng.beta(mu * PHI, (1 - mu) * PHI)
     session = np.repeat(np.arange(day.size), sizes)
@@ -61,12 +69,32 @@ def simulate_days(rng: np.random.Generator, means: np.ndarray, requests: int,
            "size_sq": np.bincount(day, weights=sizes * sizes, minlength=days),
            "max_size": np.maximum.reduceat(sizes, np.arange(0, day.size, per_day)),
            "any_session": np.full(days, sessions)}
+    per_session = {}
     for prefix in PREFIXES:
         s = np.bincount(session, weights=metric[prefix], minlength=day.size)
+        per_session[prefix] = s
         out[f"{prefix}_sum"] = np.bincount(day, weights=s, minlength=days)
         out[f"{prefix}_cluster_sq"] = np.bincount(day, weights=s * s, minlength=days)
         out[f"{prefix}_cluster_cross"] = np.bincount(day, weights=s * sizes, minlength=days)
+    # window_sums.size_hist: per day and session size, the sessions and their S_g, S_g^2 sums
+    out["size_hist"] = np.empty(days, dtype=object)   # an array, spliced as the others
+    for d in range(days):
+        rows = slice(d * per_day, (d + 1) * per_day)
+        hist = []
+        for size in np.unique(sizes[rows]):
+            of = sizes[rows] == size
+            entry = {"size": int(size), "clusters": int(of.sum())}
+            for prefix in PREFIXES:
+                s = per_session[prefix][rows][of]
+                entry[f"{prefix}_s"], entry[f"{prefix}_sq"] = float(s.sum()), float(s @ s)
+            hist.append(entry)
+        out["size_hist"][d] = hist
     return out
+
+
+HIST_TYPE = pa.list_(pa.struct(
+    [("size", pa.int64()), ("clusters", pa.int64())]
+    + [(f"{prefix}_{part}", pa.float64()) for prefix in PREFIXES for part in ("s", "sq")]))
 
 
 def windows_table(series: list[tuple[str, str, dict]]) -> pa.Table:
@@ -77,6 +105,7 @@ def windows_table(series: list[tuple[str, str, dict]]) -> pa.Table:
     for prefix in PREFIXES:
         for part in ("sum", "cluster_sq", "cluster_cross"):
             columns[f"{prefix}_{part}"] = []
+    hists: list = []
     for slice_, gold, sums in series:
         days = sums["n"].size
         starts = [START + timedelta(days=d) for d in range(days)]
@@ -88,7 +117,12 @@ def windows_table(series: list[tuple[str, str, dict]]) -> pa.Table:
         columns["gold_version"] += [gold] * days
         columns["index_versions"] += [["v1"]] * days
         for name, values in sums.items():
-            columns[name] += values.tolist()
+            if name != "size_hist":
+                columns[name] += values.tolist()
+        # a series without a histogram (sums made by hand) has none, as a row of an earlier
+        # release
+        hists += [h if isinstance(h, list) else None
+                  for h in sums.get("size_hist", [None] * days)]
     columns["n"] = [int(v) for v in columns["n"]]
     # the requests each version served (one version here), as window_sums keeps them
     columns["version_counts"] = pa.array([[("v1", n)] for n in columns["n"]],
@@ -96,6 +130,7 @@ def windows_table(series: list[tuple[str, str, dict]]) -> pa.Table:
     columns["n_clusters"] = [int(v) for v in columns["n_clusters"]]
     columns["max_size"] = [int(v) for v in columns["max_size"]]
     columns["any_session"] = [bool(v) for v in columns["any_session"]]
+    columns["size_hist"] = pa.array(hists, HIST_TYPE)
     return pa.table(columns)
 
 

@@ -144,7 +144,7 @@ def _sums(stats: pa.Table, grain: str) -> pa.Table:
         "window_start": stats.column("window_start"),
         "grain": pa.array([grain] * stats.num_rows, pa.string()),
         **{key: stats.column(key)
-           for key in ("slice", "route", "k", "gold_version", "version_counts")},
+           for key in ("slice", "route", "k", "gold_version", "version_counts", "size_hist")},
     }
     for target, source in _SUMS.items():
         column = stats.column(source)

@@ -18,8 +18,10 @@ together, because false discoveries are controlled across the slices of a window
   alpha: cluster-robust Welch for mean recall, each side with 0s and 1s added in proportion
   to its size (`stats.adjusted_difference_interval`), Newcombe's hybrid of (cluster-)Wilson
   intervals for the rates, and the same combination (MOVER) when a side of mean recall has
-  recalls all 0 or 1 (a proportion). A drop needs the whole interval below -margin, after
-  Benjamini-Hochberg across the slices of the window.
+  recalls all 0 or 1 (a proportion). A side whose sessions hold more than one request gets the
+  bias-reduced (CR2) variance and Bell-McCaffrey degrees of freedom of its pooled windows,
+  from their clusters by size (window_sums.size_hist, `cr2_sums`). A drop needs the whole
+  interval below -margin, after Benjamini-Hochberg across the slices of the window.
 - Anytime-valid mode (the default): per series, an empirical-Bernstein e-value per window on
   its sessions (`stats.bernstein_log_evalue`), mixed over every possible change start
   (`stats.mixture_update`), against the boundary baseline-lower-bound - margin (drops) and
@@ -69,6 +71,7 @@ from pipeline.stats import (
     bernstein_bet,
     bernstein_log_evalue,
     bernstein_shift_needed,
+    bias_reduced_t_interval,
     change_weight,
     cluster_wilson_interval,
     e_benjamini_hochberg,
@@ -88,6 +91,9 @@ LABEL_SHARE = 0.1   # of a window's requests a version serves to label it (see _
 # order of a window's sums: n, sessions G, total, sum S_g^2, sum S_g n_g, sum n_g^2 (summed
 # when windows pool) and the largest session (the largest of them when windows pool)
 N, G, TOTAL, CSQ, CROSS, SIZE_SQ, MAX_SIZE = range(7)
+# columns of a window's or pool's clusters by size (window_sums.size_hist, one metric): size
+# n_g, clusters of that size, their sum of S_g and of S_g^2
+HIST_COLUMNS = ("size", "clusters", "s", "s_sq")
 METHODS = {
     ("fixed", True): "welch_adjusted_cluster", ("fixed", False): "newcombe_cluster_wilson",
     ("anytime", True): "e_detector_bernstein_adjusted_t",
@@ -114,10 +120,15 @@ class _Pool:
     ends: list[datetime] = field(default_factory=list)
     any_session: bool = False
     binary: bool = True   # every recall of every window 0 or 1
+    # the clusters by size (HIST_COLUMNS), merged by size; None once a window without one
+    # (aggregated by an earlier release) joined
+    hist: np.ndarray | None = field(default_factory=lambda: np.zeros((0, 4)))
 
     def add(self, window: _Window) -> None:
         self.sums = np.append(self.sums[:MAX_SIZE] + window.sums[:MAX_SIZE],
                               max(self.sums[MAX_SIZE], window.sums[MAX_SIZE]))
+        self.hist = (None if self.hist is None or window.hist is None
+                     else merge_histograms(self.hist, window.hist))
         self.starts.append(window.start)
         self.ends.append(window.end)
         self.any_session = self.any_session or window.any_session
@@ -178,6 +189,7 @@ class _Window:
     any_session: bool
     sums: np.ndarray
     binary: bool = False   # every recall 0 or 1: mean recall is then a proportion
+    hist: np.ndarray | None = None   # the clusters by size (HIST_COLUMNS); None: not kept
 
 
 @dataclass
@@ -266,6 +278,8 @@ def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
     judged in time order, all series of a window together. Each metric is its own series and
     its own false-discovery family, so leaving some out changes nothing in the others' rows."""
     cols = windows.to_pydict()
+    # rows of an earlier release (or a hand-built table) may have no histogram
+    cols.setdefault("size_hist", [None] * windows.num_rows)
     by_time: dict[datetime, list[int]] = {}
     by_series: dict[tuple, list[int]] = {}
     for i, start in enumerate(cols["window_start"]):
@@ -316,7 +330,49 @@ def _window(cols: dict, i: int, metric: str, first_seen: dict) -> _Window:
                      cols["size_sq"][i], cols["max_size"][i]], dtype=float)
     return _Window(cols["window_start"][i], cols["window_end"][i], cols["n"][i], versions,
                    newest, bool(cols["any_session"][i]), sums,
-                   bool(all_binary(cols["n"][i], cols["recall_sum"][i], cols["full_sum"][i])))
+                   bool(all_binary(cols["n"][i], cols["recall_sum"][i], cols["full_sum"][i])),
+                   size_histogram(cols["size_hist"][i], prefix, sums))
+
+
+def size_histogram(rows: list[dict] | None, prefix: str,
+                   sums: np.ndarray) -> np.ndarray | None:
+    """A window's clusters by size for one metric (HIST_COLUMNS) from window_sums.size_hist;
+    a window without it whose clusters are all single requests (or that has none) has them
+    from its sums; None when it has sessions of more than one request but no histogram (a row
+    of an earlier release: its pools fall back on CR1)."""
+    if rows is None:
+        if sums[N] == 0:
+            return np.zeros((0, 4))
+        if sums[MAX_SIZE] <= 1:
+            return np.array([[1.0, sums[G], sums[TOTAL], sums[CSQ]]])
+        return None
+    return np.array([[r["size"], r["clusters"], r[f"{prefix}_s"], r[f"{prefix}_sq"]]
+                     for r in rows], dtype=float).reshape(-1, 4)
+
+
+def merge_histograms(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Two histograms of clusters by size summed size by size."""
+    both = np.concatenate([a, b])
+    sizes, where = np.unique(both[:, 0], return_inverse=True)
+    out = np.zeros((sizes.size, 4))
+    out[:, 0] = sizes
+    np.add.at(out[:, 1:], where, both[:, 1:])
+    return out
+
+
+def cr2_sums(hist: np.ndarray | None, n: float) -> np.ndarray:
+    """The CR2 sums of `pipeline.stats.bias_reduced_t_interval` (and of
+    `cluster_wilson_interval(cr2=...)`) over clusters by size, for a pooled total of `n`
+    requests: (sum S_g^2 / (n - n_g), sum S_g n_g / (n - n_g), sum n_g^2 / (n - n_g),
+    sum (n_g^2 / (n (n - n_g)))^2, max n_g), a cluster of all n requests weighing 0, as
+    sql/window_metrics.sql sums them for one window. All NaN without a histogram."""
+    if hist is None or not hist.size:
+        return np.full(5, np.nan)
+    size, clusters, s, s_sq = hist.T
+    with np.errstate(divide="ignore"):
+        w = np.where(size < n, 1.0 / np.maximum(n - size, 1.0), 0.0)
+    return np.array([np.sum(s_sq * w), np.sum(s * size * w), np.sum(clusters * size * size * w),
+                     np.sum(clusters * (size * size * w / n) ** 2), size.max()])
 
 
 def _new_series(key: tuple, config: Config, cols: dict, rows: list[int],
@@ -385,20 +441,28 @@ def _judge_window(items: list[_Item], config: Config, grain: str) -> list[dict]:
 
 
 def _interval_of(sums: np.ndarray, is_mean: np.ndarray, any_session: np.ndarray,
-                 alpha) -> Interval:
+                 alpha, cr2: np.ndarray | None = None) -> Interval:
     """Each group's own interval: for mean recall the cluster-robust t-interval with a 0 and a 1
-    added (`adjusted_t_interval`), (cluster-)Wilson for a rate, as in window_metrics."""
+    added (`adjusted_t_interval`), (cluster-)Wilson for a rate, as in window_metrics. With
+    `cr2` (`cr2_sums` per group, NaN where none), a group whose sessions hold more than one
+    request gets the bias-reduced (CR2) variance and Bell-McCaffrey degrees of freedom, as
+    window_metrics gives one window (`bias_reduced_t_interval`)."""
     n, g, total, csq, cross, size_sq = (sums[:, j] for j in range(6))
     low = np.full(len(sums), np.nan)
     high = np.full(len(sums), np.nan)
+    extra = None if cr2 is None else tuple(np.nan_to_num(cr2[:, j]) for j in range(5))
     if is_mean.any():
-        mean = adjusted_t_interval(n, g, total, csq, cross, size_sq, alpha)
+        with np.errstate(all="ignore"):
+            mean = (adjusted_t_interval(n, g, total, csq, cross, size_sq, alpha) if extra is None
+                    else bias_reduced_t_interval(n, g, total, csq, cross, size_sq, *extra,
+                                                 alpha))
         low = np.where(is_mean, mean.low, low)
         high = np.where(is_mean, mean.high, high)
     if not is_mean.all():
         with np.errstate(all="ignore"):
             plain = wilson_interval(total, n, alpha)
-            clustered = (cluster_wilson_interval(n, g, total, csq, cross, size_sq, alpha)
+            clustered = (cluster_wilson_interval(n, g, total, csq, cross, size_sq, alpha,
+                                                 cr2=extra)
                          if any_session.any() else plain)
         low = np.where(is_mean, low, np.where(any_session, clustered.low, plain.low))
         high = np.where(is_mean, high, np.where(any_session, clustered.high, plain.high))
@@ -449,11 +513,13 @@ class _Tests:
         # rates' (cluster-)Wilson: for the baseline's bound, and for a side of the fixed look
         base_mean = np.array([_as_mean(it.series.key[4], it.pool) for it in judged])
         win_mean = np.array([_as_mean(it.series.key[4], it.window) for it in judged])
+        base_cr2 = np.array([cr2_sums(it.pool.hist, it.pool.sums[N]) for it in judged])
+        win_cr2 = np.array([cr2_sums(it.window.hist, it.window.sums[N]) for it in judged])
         families: dict[tuple, list[int]] = {}
         for j, it in enumerate(judged):   # the slices of one route x k x gold x metric
             families.setdefault(it.series.key[1:], []).append(j)
         fixed = _fixed_look(base, win, base_session, win_session, base_mean, win_mean, config,
-                            alpha)
+                            alpha, base_cr2, win_cr2)
         back: dict = {}
         if any(it.series.episode for it in judged):
             stretch = [_recovering(it) for it in judged]
@@ -461,7 +527,8 @@ class _Tests:
                                      for it, p in zip(judged, stretch, strict=True)])
             pooled = _fixed_look(base, np.array([p.sums for p in stretch]), base_session,
                                  np.array([p.any_session for p in stretch]), base_mean,
-                                 stretch_mean, config, alpha)
+                                 stretch_mean, config, alpha, base_cr2,
+                                 np.array([cr2_sums(p.hist, p.sums[N]) for p in stretch]))
             back = {"recovering": stretch, "back_low": pooled["low"],
                     "back_high": pooled["high"]}
         mode = config.drift_mode
@@ -508,8 +575,8 @@ def _recovering(it: _Item) -> _Pool:
     stretch = _Pool(it.pool.key)
     before = it.series.recovered
     if it.series.episode and before is not None and before.key == it.pool.key:
-        stretch.sums, stretch.any_session, stretch.binary = (before.sums.copy(),
-                                                             before.any_session, before.binary)
+        stretch.sums, stretch.any_session, stretch.binary, stretch.hist = (
+            before.sums.copy(), before.any_session, before.binary, before.hist)
         stretch.starts, stretch.ends = list(before.starts), list(before.ends)
     stretch.add(it.window)
     return stretch
@@ -548,27 +615,34 @@ def _per_family(families: dict, decide) -> np.ndarray:
 
 
 def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, config: Config,
-                alpha: float) -> dict:
+                alpha: float, base_cr2: np.ndarray | None = None,
+                win_cr2: np.ndarray | None = None) -> dict:
     """The interval of (window - baseline) at level 1 - alpha, one-sided p-values against the
     margin, and the drop a window like this one detects with 80 % power. Two means (t-based
     sides, `base_mean` and `win_mean`) are compared by cluster-robust Welch with 0s and 1s
     added to each side by its size (`adjusted_difference_interval`); otherwise the
     sides' own intervals are combined (Newcombe's hybrid for two proportions, the same MOVER
     construction for a mean and a proportion): a side whose recalls are all 0 or 1 has no
-    spread for Welch to see (five requests that all found everything are not a certainty)."""
+    spread for Welch to see (five requests that all found everything are not a certainty).
+    With `base_cr2` and `win_cr2` (`cr2_sums` of each side's pooled clusters by size), a side
+    whose sessions hold more than one request gets the bias-reduced (CR2) variance and
+    Bell-McCaffrey degrees of freedom, Welch-Satterthwaite combining the two sides' (CR1 with
+    G - 1 read a baseline or window one session dominates as far too certain)."""
     margin = config.drift_margin
     value = win[:, TOTAL] / win[:, N]
     base_value = base[:, TOTAL] / base[:, N]
     delta = value - base_value
     # two means: the difference of the sides with 0s and 1s added to each by its size
     # (after Agresti-Caffo), whose centre the p-values read too
-    mean_diff = adjusted_difference_interval(tuple(base[:, :6].T), tuple(win[:, :6].T), alpha)
+    cr2 = None if base_cr2 is None else (tuple(base_cr2.T), tuple(win_cr2.T))
+    mean_diff = adjusted_difference_interval(tuple(base[:, :6].T), tuple(win[:, :6].T), alpha,
+                                             cr2=cr2)
     t_delta = np.asarray(mean_diff.delta, dtype=float)
 
     is_mean = base_mean & win_mean   # Welch
     rates = hybrid_difference_interval(
-        base_value, _interval_of(base, base_mean, base_session, alpha),
-        value, _interval_of(win, win_mean, win_session, alpha))
+        base_value, _interval_of(base, base_mean, base_session, alpha, base_cr2),
+        value, _interval_of(win, win_mean, win_session, alpha, win_cr2))
     low = np.where(is_mean, mean_diff.low, rates.low)
     high = np.where(is_mean, mean_diff.high, rates.high)
     se = np.asarray(mean_diff.se, dtype=float)
@@ -593,7 +667,7 @@ def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, confi
     quantile = np.where(is_mean, sp.t.isf(alpha / 2, df), z)
     se = np.where(is_mean, se, (rates.high - rates.low) / (2 * z))
     # the window's and the baseline's shares of the variance; the window's grows under a drop
-    v_win = _half_width(_interval_of(win, win_mean, win_session, alpha), z) ** 2
+    v_win = _half_width(_interval_of(win, win_mean, win_session, alpha, win_cr2), z) ** 2
     v_base = np.maximum(se * se - v_win, 0.0)
     mdd = margin + (quantile + Z_POWER) * se
     most = win[:, SIZE_SQ] / (win[:, N] * win[:, N])   # the mean's variance at most, per mu(1-mu)

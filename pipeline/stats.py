@@ -702,6 +702,7 @@ def adjusted_difference_interval(
     group1: tuple[ArrayLike, ...],
     group2: tuple[ArrayLike, ...],
     alpha: ArrayLike = 0.05,
+    cr2: tuple[tuple[ArrayLike, ...], tuple[ArrayLike, ...]] | None = None,
 ) -> DifferenceInterval:
     """``cluster_difference_interval`` of two means of values in ``[0, 1]`` (recalls), each
     group with values 0 and 1 added in proportion to its size: the smaller group one 0 and
@@ -718,19 +719,51 @@ def adjusted_difference_interval(
     Satterthwaite's formula). NaN where a group has ``G <= 1``. After A. Agresti, B. Caffo
     (2000), The American Statistician 54(4):280-288; ``tests/test_stats.py`` checks it
     against statsmodels' cluster-robust variances of the augmented samples.
+
+    ``cr2 = (cr2_1, cr2_2)``, each side's ``(cr2_cluster_sq, cr2_cluster_cross, cr2_size_sq,
+    cr2_size_b2, max_size)`` as in ``bias_reduced_t_interval``: a side where a cluster holds
+    more than one value gets that function's bias-reduced (CR2) variance, its ``a`` added 0s
+    and 1s each a cluster of its own weighed by ``n' / (n' - 1)`` (``n' = n + 2a``), and its
+    Bell-McCaffrey degrees of freedom in place of ``G - 1``; a side of single values (or
+    ``max_size`` NaN: no CR2 sums) keeps CR1 with ``G - 1``, so the result is unchanged
+    where no cluster holds more than one value.
     """
     alpha = _check_alpha(alpha)
     sizes = [np.asarray(group[0], dtype=float) for group in (group1, group2)]
     smaller = np.maximum(np.minimum(*sizes), 1.0)
     sides = []
-    for group, size in zip((group1, group2), sizes, strict=True):
+    for j, (group, size) in enumerate(zip((group1, group2), sizes, strict=True)):
         n_clusters = np.asarray(group[1], dtype=float)
-        valid, ybar, var, _ = _cluster_mean_variance(_with_a_0_and_a_1(group, size / smaller))
+        each = size / smaller
+        valid, ybar, var, _ = _cluster_mean_variance(_with_a_0_and_a_1(group, each))
         valid = valid & (n_clusters > 1)
-        sides.append((valid, ybar, var, np.where(valid, n_clusters, 2.0) - 1.0))
+        df = np.where(valid, n_clusters, 2.0) - 1.0
+        if cr2 is not None:
+            var, df = _bias_reduced_side(group, cr2[j], each, valid, ybar, var, df)
+        sides.append((valid, ybar, var, df))
     (valid1, ybar1, var1, df1), (valid2, ybar2, var2, df2) = sides
     return _satterthwaite_difference(valid1 & valid2, ybar2 - ybar1, var1, df1, var2, df2,
                                      alpha)
+
+
+def _bias_reduced_side(group, cr2, each, valid, ybar, var, df):
+    # One side of adjusted_difference_interval with the CR2 variance and Bell-McCaffrey degrees
+    # of freedom where a cluster holds more than one value (bias_reduced_t_interval's, with
+    # `each` 0s and 1s added); (var, df) as given elsewhere.
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n = np.asarray(group[0], dtype=float)
+        cr2_sq, cr2_cross, cr2_size_sq, cr2_size_b2, max_size = (
+            np.nan_to_num(np.asarray(value, dtype=float)) for value in cr2)
+        use = valid & (max_size > 1)
+        n_ok = np.where(use, n, 2.0)
+        n_aug = n_ok + 2.0 * each
+        observed = np.maximum(cr2_sq - 2.0 * ybar * cr2_cross + ybar * ybar * cr2_size_sq,
+                              0.0) * n_ok
+        added = n_aug / (n_aug - 1.0) * each * (ybar * ybar + (1.0 - ybar) ** 2)
+        var_cr2 = (observed + added) / (n_aug * n_aug)
+        df_cr2 = _bell_mccaffrey_df(n_ok, np.asarray(group[5], dtype=float), cr2_size_sq,
+                                    cr2_size_b2)
+    return np.where(use, var_cr2, var), np.where(use, df_cr2, df)
 
 
 def newcombe_difference_interval(

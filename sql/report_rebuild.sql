@@ -84,7 +84,16 @@ SELECT CASE WHEN window_start < $before_end THEN 'before' ELSE 'after' END AS si
        CAST(sum(n_clusters) AS BIGINT) AS n_clusters, sum(recall_sum) AS recall_sum,
        sum(recall_cluster_sq) AS recall_cluster_sq,
        sum(recall_cluster_cross) AS recall_cluster_cross, sum(size_sq) AS size_sq,
-       bool_or(any_session) AS any_session, sum(full_sum) AS full_sum
+       bool_or(any_session) AS any_session, sum(full_sum) AS full_sum,
+       max(max_size) AS max_size,
+       -- the days' clusters by size, for the CR2 sums at the side's pooled n; a day of an
+       -- earlier release without them has them from its sums when its clusters are single
+       -- requests, and leaves the side on CR1 (hist_missing) when they are not
+       flatten(list(coalesce(size_hist, CASE WHEN max_size <= 1 AND n > 0 THEN [
+           {'size': 1::BIGINT, 'clusters': n_clusters, 'recall_s': recall_sum,
+            'recall_sq': recall_cluster_sq, 'pass_s': pass_sum, 'pass_sq': pass_cluster_sq,
+            'full_s': full_sum, 'full_sq': full_cluster_sq}] END))) AS size_hist,
+       bool_or(size_hist IS NULL AND max_size > 1) AS hist_missing
 FROM window_sums
 WHERE grain = 'day' AND slice = 'all' AND route = $route AND k = $k
   AND gold_version = $gold_version

@@ -297,6 +297,16 @@ ALTER TABLE window_sums ADD COLUMN IF NOT EXISTS version_counts MAP(VARCHAR, BIG
 -- next run (sql/stale_metric_days.sql).
 ALTER TABLE window_sums ADD COLUMN IF NOT EXISTS cr2_size_sq DOUBLE;
 
+-- Added when drift and a rebuild's before/after took the bias-reduced (CR2) variance over pooled
+-- days: per cluster size, the clusters of that size and their sums of S_g and S_g^2 for recall
+-- and the pass and full-coverage indicators (sql/window_metrics.sql), which add up across days
+-- where the CR2 weights 1 / (1 - n_g / n) do not. A window of sessions of more than one request
+-- without it is re-aggregated by the next run (sql/stale_metric_days.sql); one without such
+-- sessions needs none (its clusters are its requests).
+ALTER TABLE window_sums ADD COLUMN IF NOT EXISTS size_hist STRUCT(
+    size BIGINT, clusters BIGINT, recall_s DOUBLE, recall_sq DOUBLE, pass_s DOUBLE,
+    pass_sq DOUBLE, full_s DOUBLE, full_sq DOUBLE)[];
+
 -- Public. One row per window x slice x route x cutoff k x gold version x metric with a
 -- baseline to compare with: the window's value, its baseline's, the interval of the
 -- difference (window - baseline), the decision and the episode it belongs to. Written by the

@@ -7,7 +7,8 @@
 -- the t-interval of the recalls alone, too narrow on small skewed windows, and a point on
 -- recalls that are all 0 or 1 or all equal; pipeline.stats.adjusted_t_interval), or, where
 -- a session held more than one request, with CR1 (before the bias-reduced intervals:
--- window_sums.cr2_size_sq NULL; pipeline.stats.bias_reduced_t_interval).
+-- window_sums.cr2_size_sq NULL; pipeline.stats.bias_reduced_t_interval), or without the
+-- cluster-size histogram drift pools CR2 sums from (window_sums.size_hist NULL).
 -- Grain: one row per day. Parameters: $grain, $pass_mark, $route.
 
 SELECT DISTINCT date_trunc('day', window_start) AS day
@@ -27,7 +28,8 @@ SELECT DISTINCT date_trunc('day', window_start) FROM window_metrics
 WHERE grain = $grain AND route = $route AND ci_method IN ('t', 'cluster_t')
 UNION
 SELECT DISTINCT date_trunc('day', window_start) FROM window_sums
-WHERE grain = $grain AND route = $route AND max_size > 1 AND cr2_size_sq IS NULL
+WHERE grain = $grain AND route = $route AND max_size > 1
+  AND (cr2_size_sq IS NULL OR size_hist IS NULL)
 UNION
 SELECT DISTINCT date_trunc('day', s.timestamp) FROM request_scores s
 WHERE s.route = $route

@@ -129,14 +129,51 @@ SELECT window_start, slice, route, gold_version, k,
 FROM weighed
 GROUP BY ALL;
 
+-- size_hist: per cluster size n_g of the group, the clusters of that size and the sums of S_g
+-- and S_g^2 of recall and of the pass and full-coverage indicators. Unlike the cr2_* sums
+-- (weighed by the group's own n), these add up across windows: the drift step and a
+-- rebuild's before/after pool days and weigh each cluster by 1 / (1 - n_g / n) of the pooled
+-- n (pipeline.drift.cr2_sums). The clusters as above, in a statement of its own.
+CREATE OR REPLACE TEMP TABLE agg_sizes AS
+WITH clusters AS (
+    SELECT window_start, slice, route, gold_version, k,
+           count(*) AS n_g, exact_sum(recall) AS s_g,
+           count(*) FILTER (WHERE recall >= $pass_mark) AS pass_g,
+           count(*) FILTER (WHERE recall >= 1.0) AS full_g
+    FROM agg_scored
+    WHERE in_session
+    GROUP BY window_start, slice, route, gold_version, k, cluster_key
+    UNION ALL
+    SELECT window_start, slice, route, gold_version, k,
+           1, CAST(recall AS DECIMAL(38, 18))::DOUBLE,
+           (recall >= $pass_mark)::INTEGER, (recall >= 1.0)::INTEGER
+    FROM agg_scored
+    WHERE NOT in_session
+),
+by_size AS (
+    SELECT window_start, slice, route, gold_version, k, n_g,
+           count(*) AS clusters, exact_sum(s_g) AS recall_s, exact_sum(s_g * s_g) AS recall_sq,
+           sum(pass_g) AS pass_s, sum(pass_g * pass_g) AS pass_sq,
+           sum(full_g) AS full_s, sum(full_g * full_g) AS full_sq
+    FROM clusters
+    GROUP BY ALL
+)
+SELECT window_start, slice, route, gold_version, k,
+       list({'size': n_g::BIGINT, 'clusters': clusters::BIGINT, 'recall_s': recall_s,
+             'recall_sq': recall_sq, 'pass_s': pass_s::DOUBLE, 'pass_sq': pass_sq::DOUBLE,
+             'full_s': full_s::DOUBLE, 'full_sq': full_sq::DOUBLE} ORDER BY n_g) AS size_hist
+FROM by_size
+GROUP BY ALL;
+
 CREATE OR REPLACE TEMP TABLE agg_stats AS
 SELECT m.*, c.n_clusters, c.sum_cluster_sq, c.sum_cluster_cross, c.sum_size_sq,
        c.max_size, c.pass_cluster_sq, c.pass_cluster_cross, c.full_cluster_sq,
        c.full_cluster_cross, c.cr2_cluster_sq, c.cr2_cluster_cross, c.cr2_size_sq,
        c.cr2_size_b2, c.cr2_pass_cluster_sq, c.cr2_pass_cluster_cross, c.cr2_full_cluster_sq,
-       c.cr2_full_cluster_cross
+       c.cr2_full_cluster_cross, h.size_hist
 FROM agg_moments m
-JOIN agg_clusters c USING (window_start, slice, route, gold_version, k);
+JOIN agg_clusters c USING (window_start, slice, route, gold_version, k)
+JOIN agg_sizes h USING (window_start, slice, route, gold_version, k);
 
 -- every window x slice x route x gold version with scores, and its requests not scored
 CREATE OR REPLACE TEMP TABLE agg_excluded AS

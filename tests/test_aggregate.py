@@ -139,6 +139,23 @@ def test_mean_interval_with_sessions_is_bias_reduced_with_a_0_and_a_1_added(con,
     assert abs((row["ci_high"] - row["ci_low"]) / (cr1[1] - cr1[0]) - 1) < 0.05
 
 
+def test_size_histogram_gives_the_windows_cr2_sums(con, tmp_path):
+    # window_sums.size_hist adds up across days where the CR2 sums do not; for one window it
+    # gives back that window's own CR2 sums (pipeline.drift.cr2_sums), for every metric
+    from pipeline.drift import SUMS_OF, cr2_sums, size_histogram
+    world(con, tmp_path, sessions=True)
+    y, groups = recalls(con, 3)
+    hist, n = con.execute("SELECT size_hist, n FROM window_sums WHERE slice = 'all' AND k = 3"
+                          ).fetchone()
+    assert n == len(y) and sum(h["size"] * h["clusters"] for h in hist) == n
+    for metric, values in (("mean_recall", y), ("pass_rate", (y >= 0.5) * 1.0),
+                           ("full_coverage_rate", (y >= 1.0) * 1.0)):
+        got = cr2_sums(size_histogram(hist, SUMS_OF[metric], np.zeros(7)), float(n))
+        want = cr2_sufficient_stats(values, groups)
+        assert got[:2] == pytest.approx(want[:2], rel=1e-12)
+        assert got[2:] == pytest.approx(cr2_sufficient_stats(y, groups)[2:], rel=1e-12)
+
+
 def test_pass_rate_and_full_coverage_use_wilson_without_sessions(con, tmp_path):
     world(con, tmp_path, sessions=False)
     y, _ = recalls(con, 5)

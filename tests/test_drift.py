@@ -660,3 +660,44 @@ def test_a_slice_without_a_p_value_does_not_widen_the_others_intervals():
             flagged += 1
             assert tests.high[0] <= -config.drift_margin, tests.high[0]
     assert flagged > 10
+
+
+def test_pooled_size_histograms_give_the_cr2_sums_of_the_pooled_days():
+    # the CR2 weights 1 / (1 - n_g / n) depend on the pooled n and do not add up across days;
+    # the clusters by size do, and give the sums of the days' requests taken together
+    from pipeline.drift import _Pool, _Window, cr2_sums, merge_histograms, size_histogram
+    from pipeline.stats import adjusted_difference_interval, cr2_sufficient_stats
+    rng = np.random.default_rng(5)
+    pool, recalls, groups = _Pool(("x",)), [], []
+    for day in range(4):
+        sizes = np.array([40, 3, 3] + [1] * int(rng.integers(5, 20)))
+        y = rng.binomial(4, 0.8, sizes.sum()) / 4
+        cluster = np.repeat(np.arange(sizes.size), sizes)
+        s = np.bincount(cluster, y)
+        rows = [{"size": int(m), "clusters": int((sizes == m).sum()),
+                 "recall_s": float(s[sizes == m].sum()),
+                 "recall_sq": float(s[sizes == m] @ s[sizes == m])} for m in np.unique(sizes)]
+        sums = np.array([y.size, sizes.size, y.sum(), s @ s, s @ sizes, sizes @ sizes,
+                         sizes.max()], dtype=float)
+        pool.add(_Window(datetime(2026, 1, 1 + day), datetime(2026, 1, 2 + day), y.size, ("v",),
+                         "v", True, sums, False, size_histogram(rows, "recall", sums)))
+        recalls.append(y)
+        groups.append(cluster + 1000 * day)
+    y, g = np.concatenate(recalls), np.concatenate(groups)
+    assert pool.hist[:, 0].tolist() == [1, 3, 40]
+    assert cr2_sums(pool.hist, y.size) == pytest.approx(cr2_sufficient_stats(y, g), rel=1e-12)
+    # a window of an earlier release, without a histogram: its pool falls back on CR1
+    old = _Window(datetime(2026, 1, 9), datetime(2026, 1, 10), 3, ("v",), "v", True,
+                  np.array([3, 2, 2.0, 2.5, 2.5, 5, 2]), False, None)
+    pool.add(old)
+    assert pool.hist is None and np.isnan(cr2_sums(pool.hist, 10)).all()
+    # one of single requests keeps them from its sums; merging is by size
+    single = size_histogram(None, "recall", np.array([5, 5, 4.0, 4.0, 4.0, 5, 1]))
+    assert merge_histograms(single, single).tolist() == [[1, 10, 8, 8]]
+    # sides of single requests (max size 1) are unchanged by the CR2 sums
+    side = (np.array([30.0]), np.array([30.0]), np.array([24.0]), np.array([21.0]),
+            np.array([24.0]), np.array([30.0]))
+    cr2 = tuple(np.array([v]) for v in cr2_sums(size_histogram(None, "recall", np.array(
+        [30, 30, 24.0, 21.0, 24.0, 30, 1])), 30.0))
+    assert adjusted_difference_interval(side, side, 0.05, cr2=(cr2, cr2)) == \
+        adjusted_difference_interval(side, side, 0.05)

@@ -268,6 +268,28 @@ def test_fixed_look_at_small_traffic_errs_no_more_than_its_level(requests, mean,
     assert "welch_adjusted_cluster" in methods
 
 
+def test_fixed_look_errs_near_its_level_when_one_session_dominates_each_day():
+    # one session of 40 requests and 20 single requests a day: the baseline pools 7 such days
+    # and the sums were CR1 with G - 1 over the pooled sessions (the CR2 weights of one day do
+    # not add up across days), which read the dominant sessions as far too certain: 0.12 of
+    # the looks a false drop and 0.087 a false rise (nominal 0.025 each), and at the default
+    # margin 0.71 of the worlds raised a false alarm in 60 days. The clusters by size
+    # (window_sums.size_hist) add up, and give the CR2 sums at the pooled n.
+    rng = np.random.default_rng(50)
+    worlds = [sim.simulate_days(rng, np.full(40, 0.8), 0, session_sizes=[40] + [1] * 20)
+              for _ in range(200)]
+    events = sim.judge_worlds(worlds, Config(drift_mode="fixed", drift_margin=0.0),
+                              metrics=("mean_recall", "pass_rate"))
+    for metric in ("mean_recall", "pass_rate"):
+        looks = sim.decisions(events, metric)[:, BASELINE_DAYS:]
+        drops, rises = (looks == "drop").mean(), (looks == "rise").mean()
+        # a skewed session level leans the sides apart; together they hold the level
+        assert drops + rises <= ALPHA + _binomial_error(ALPHA, looks.size), (metric, drops, rises)
+        assert max(drops, rises) <= 0.04, (metric, drops, rises)
+    methods = {m for w in range(200) for m in events[(w, "all", "mean_recall")]["method"]}
+    assert "welch_adjusted_cluster" in methods
+
+
 def test_fixed_look_does_not_resolve_a_lasting_drop_at_small_traffic():
     # mean recall 0.8 for 20 days, then 0.6 for good, 10 requests a day: a day whose few
     # requests happened to show little spread read as back within the margin, and the drop

@@ -340,3 +340,24 @@ def test_a_day_with_sessions_aggregated_with_cr1_is_re_aggregated(con, tmp_path)
     assert [d.day for d in summary.days_aggregated] == [2]
     assert rows(con, "window_metrics", "window_start >= '2026-11-02'") == [
         row for row in current if row[0] >= datetime(2026, 11, 2)]
+
+
+def test_a_day_with_sessions_without_a_size_histogram_is_re_aggregated(con, tmp_path):
+    # drift pools CR2 sums from window_sums.size_hist; an earlier release kept none, and the
+    # next run re-aggregates the days whose sessions hold more than one request (a day of
+    # single requests has its clusters in its sums) and judges their drift again
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    logs = write_jsonl(tmp_path / "d.jsonl", [
+        request(f"r{day}-{i}", ["a", "b"][: 1 + (i % 2)], ts=f"2026-11-0{day}T1{i}:00:00Z",
+                **({"session_id": "s0" if i < 4 else f"s{i}"} if day == 2 else {}))
+        for day in (1, 2) for i in range(7)])
+    run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    sums = con.sql("SELECT * FROM window_sums ORDER BY ALL").fetchall()
+    con.execute("UPDATE window_sums SET size_hist = NULL")
+    summary = run(con)
+    assert [d.day for d in summary.days_aggregated] == [2]
+    assert con.sql("SELECT count(*) FROM window_sums WHERE size_hist IS NULL").fetchall() == [
+        (sum(1 for row in sums if row[0] < datetime(2026, 11, 2)),)]
+    got = con.sql("SELECT * FROM window_sums WHERE window_start >= '2026-11-02' ORDER BY ALL"
+                  ).fetchall()
+    assert got == [row for row in sums if row[0] >= datetime(2026, 11, 2)]

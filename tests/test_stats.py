@@ -1240,3 +1240,26 @@ def test_no_spread_is_what_makes_a_t_interval_a_point(values, sessions, flat):
     if len(values) > 1:
         ci = cluster_t_interval(*stats)
         assert (float(ci.high) - float(ci.low) < 1e-6) is flat
+
+
+def test_bias_reduced_difference_sides_are_the_bias_reduced_t_intervals():
+    # adjusted_difference_interval(cr2=...): each side where a session holds more than one
+    # value has bias_reduced_t_interval's variance and Bell-McCaffrey degrees of freedom, and
+    # Welch-Satterthwaite combines them (two equal sides: se sqrt(2) times one's, df twice)
+    from pipeline.stats import bias_reduced_t_interval, cr2_sufficient_stats
+    rng = np.random.default_rng(8)
+    sizes = np.array([40] + [1] * 20)
+    groups = np.repeat(np.arange(sizes.size), sizes)
+    y = rng.binomial(4, np.repeat(rng.beta(3, 1, sizes.size), sizes)) / 4
+    side = tuple(float(v) for v in cluster_sufficient_stats(y, groups))
+    cr2 = cr2_sufficient_stats(y, groups)
+    one = bias_reduced_t_interval(*side, *cr2, alpha=0.05)
+    diff = adjusted_difference_interval(side, side, 0.05, cr2=(cr2, cr2))
+    df = 1.0 / (side[5] / side[0] ** 2 + (cr2[2] / side[0]) ** 2 - cr2[3])
+    assert diff.df == pytest.approx(2 * df, rel=1e-12)
+    assert diff.se == pytest.approx(
+        math.sqrt(2) * (one.high - one.low) / 2 / stats.t.isf(0.025, df), rel=1e-12)
+    assert diff.delta == 0.0
+    # far wider than CR1 with G - 1 (21 sessions) read it
+    cr1 = adjusted_difference_interval(side, side, 0.05)
+    assert diff.high - diff.low > 1.5 * (cr1.high - cr1.low)

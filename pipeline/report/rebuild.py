@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 
 from pipeline.config import DEFAULT_ALPHA
+from pipeline.drift import cr2_sums, size_histogram
 from pipeline.rebuild import CARRY_HOWS
 from pipeline.report.reads import rows, scalar, tables
 from pipeline.report.scope import Scope
@@ -20,8 +21,8 @@ from pipeline.stats import (
     ClusterStats,
     Interval,
     adjusted_difference_interval,
-    adjusted_t_interval,
     all_binary,
+    bias_reduced_t_interval,
     clip_unit,
     cluster_wilson_interval,
     hybrid_difference_interval,
@@ -33,7 +34,9 @@ from pipeline.warehouse import queries
 SIDE_DAYS = 7
 NOT_CARRIED_SHOWN = 50
 SIDES = ("before", "after")
-METHOD = ("cluster-robust Welch (CR1, Satterthwaite df; Welch when no request has a session) "
+METHOD = ("cluster-robust Welch (bias-reduced CR2 with Bell-McCaffrey df on a side whose "
+          "sessions hold more than one request, CR1 otherwise; Satterthwaite df; Welch when no "
+          "request has a session) "
           "with recalls of 0 and 1 added to each side by its size (the smaller side one of "
           "each); "
           "when every recall on a side is 0 or 1, or all are equal, the sides' own intervals "
@@ -105,7 +108,8 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
             difference = {"delta": a - b, "low": _number(d.low), "high": _number(d.high)}
         else:
             b, a = (row["recall_sum"] / row["n"] for row in (before, after))
-            d = adjusted_difference_interval(_stats(before), _stats(after), DEFAULT_ALPHA)
+            d = adjusted_difference_interval(_stats(before), _stats(after), DEFAULT_ALPHA,
+                                             cr2=(_cr2(before), _cr2(after)))
             difference = {"delta": a - b, "low": _number(d.low), "high": _number(d.high)}
     carried: dict = {}
     lost: list[dict] = []
@@ -189,11 +193,21 @@ def _binary(row: dict) -> bool:
 def _interval(row: dict) -> Interval:
     """Cluster-robust t with a 0 and a 1 added, as in window_metrics; (cluster-)Wilson at the
     mean when every recall is 0 or 1 (the mean is then a proportion) or all are equal."""
+    cr2 = _cr2(row)
     if not _binary(row):
-        return adjusted_t_interval(*_stats(row), DEFAULT_ALPHA)
+        return bias_reduced_t_interval(*_stats(row), *cr2, DEFAULT_ALPHA)
     if row["any_session"]:
-        return cluster_wilson_interval(*_stats(row), DEFAULT_ALPHA)
+        return cluster_wilson_interval(*_stats(row), DEFAULT_ALPHA, cr2=cr2)
     return wilson_interval(row["recall_sum"], row["n"], DEFAULT_ALPHA)
+
+
+def _cr2(row: dict) -> tuple[float, ...]:
+    """A side's CR2 sums at its pooled n from the days' clusters by size
+    (`pipeline.drift.cr2_sums`); a max size of 0 (CR1) when a day of sessions has none."""
+    hist = None if row.get("hist_missing") or row.get("size_hist") is None else \
+        size_histogram(row["size_hist"], "recall", np.zeros(7))
+    sums = np.nan_to_num(cr2_sums(hist, float(row["n"])))
+    return tuple(float(v) for v in sums)
 
 
 def _stats(row: dict) -> ClusterStats:
