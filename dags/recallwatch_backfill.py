@@ -6,8 +6,9 @@ from airflow.sdk import Asset, Param, chain, dag, task
 
 from pipeline.announce import REBUILD_ASSET, on_task_failure  # light: the standard library only
 
-WAREHOUSE = os.environ.get("RECALLWATCH_WAREHOUSE", "/opt/recallwatch/warehouse/recallwatch.duckdb")
-REPORTS = os.environ.get("RECALLWATCH_REPORT_DIR", "/opt/recallwatch/reports/latest")
+WAREHOUSE = (os.environ.get("RECALLWATCH_WAREHOUSE")  # empty: not set, as unset
+             or "/opt/recallwatch/warehouse/recallwatch.duckdb")
+REPORTS = os.environ.get("RECALLWATCH_REPORT_DIR") or "/opt/recallwatch/reports/latest"
 WRITER = "recallwatch_writer"  # a pool of 1 slot: one process at a time may open the DuckDB file
 REBUILD = Asset(REBUILD_ASSET)
 KEYS = ("index_version", "manifest", "live_from")
@@ -28,11 +29,14 @@ def recallwatch_backfill():
 
     @task(pool=WRITER)
     def rebuild(params=None, triggering_asset_events=None) -> list:
+        from airflow.sdk.exceptions import AirflowFailException
+
         from pipeline import api
         events = (triggering_asset_events or {}).get(REBUILD, [])
         rebuilds = [e.extra for e in sorted(events, key=lambda e: e.timestamp)] or [params]
         if not all(one.get(key) for one in rebuilds for key in KEYS):
-            raise ValueError(f"a rebuild needs {', '.join(KEYS)} (asset event extra or params)")
+            raise AirflowFailException(  # no retry brings a missing param
+                f"a rebuild needs {', '.join(KEYS)} (asset event extra or params)")
         return [api.rebuild(WAREHOUSE, *(one[key] for key in KEYS)) for one in rebuilds]
 
     @task(pool=WRITER)

@@ -6,17 +6,18 @@ from airflow.sdk import CronDataIntervalTimetable, Param, chain, dag, task
 
 from pipeline.announce import on_task_failure, utc_start  # light: the standard library only
 
-WAREHOUSE = os.environ.get("RECALLWATCH_WAREHOUSE", "/opt/recallwatch/warehouse/recallwatch.duckdb")
-LOGS = os.environ.get("RECALLWATCH_LOG_SOURCE", "/opt/recallwatch/logs")
-REPORTS = os.environ.get("RECALLWATCH_REPORT_DIR", "/opt/recallwatch/reports/latest")
+WAREHOUSE = (os.environ.get("RECALLWATCH_WAREHOUSE")  # empty: not set, as unset
+             or "/opt/recallwatch/warehouse/recallwatch.duckdb")
+LOGS = os.environ.get("RECALLWATCH_LOG_SOURCE") or "/opt/recallwatch/logs"
+REPORTS = os.environ.get("RECALLWATCH_REPORT_DIR") or "/opt/recallwatch/reports/latest"
 WRITER = "recallwatch_writer"  # a pool of 1 slot: one process at a time may open the DuckDB file
 PARAMS = {key: Param(None, type=["null", "string"], description=f"{key}: ISO date (UTC)")
           for key in ("start", "end")}  # one Param a key: one shared took the last value given
 
 
-@dag(schedule=CronDataIntervalTimetable(os.environ.get("RECALLWATCH_SCHEDULE", "0 0 * * *"),
+@dag(schedule=CronDataIntervalTimetable(os.environ.get("RECALLWATCH_SCHEDULE") or "0 0 * * *",
                                         timezone="UTC"),
-     start_date=utc_start(os.environ.get("RECALLWATCH_START_DATE", "2026-10-01")), catchup=True,
+     start_date=utc_start(os.environ.get("RECALLWATCH_START_DATE") or "2026-10-01"), catchup=True,
      max_active_runs=1, tags=["recallwatch"], params=PARAMS,
      default_args={"owner": "recallwatch", "retries": 2, "retry_delay": timedelta(minutes=5),
                    "on_failure_callback": on_task_failure})
@@ -38,6 +39,8 @@ def recallwatch_monitor():
                                   params["end"] or data_interval_end)
         except api.RecallwatchError as wrong:
             raise AirflowFailException(str(wrong)) from wrong
+        if not days and (params["start"] or params["end"]):  # asked for days: none is no success
+            raise AirflowFailException(f"no whole UTC day in {params['start']}..{params['end']}")
         return days and {**days, "paths": api.logs_for_interval(LOGS, days["start"], days["end"])}
 
     @task(pool=WRITER)  # bad data stays bad: a failed gate fails at once; a lock is retried

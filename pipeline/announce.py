@@ -224,8 +224,11 @@ def on_task_failure(context: Mapping) -> None:
     task's context (a mapping read with .get(); nothing of Airflow is imported). Never raises."""
     try:
         ti = context.get("task_instance")
+        params = context.get("params") or {}
+        given = (params.get("start"), params.get("end"))   # the days asked for win, as in the DAG
         announce_failure(getattr(ti, "dag_id", "?"), getattr(ti, "task_id", "?"),
-                         context.get("data_interval_start"), context.get("data_interval_end"),
+                         *(given if any(given) else (context.get("data_interval_start"),
+                                                     context.get("data_interval_end"))),
                          error=context.get("exception"), run_id=getattr(ti, "run_id", None))
     except Exception as exc:
         log.warning("failure notice not sent: %s", type(exc).__name__)

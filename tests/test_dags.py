@@ -450,7 +450,10 @@ def test_a_monitor_run_given_start_and_end_does_that_day(airflow_env, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("conf", [{"start": "2026-10-02"}, {"start": "2026-10-02",
-                                                            "end": "the day after"}])
+                                                            "end": "the day after"},
+                                  # reversed, or no whole day: every task skipped, a success
+                                  {"start": "2026-10-03", "end": "2026-10-02"},
+                                  {"start": "2026-10-02", "end": "2026-10-02T12:00"}])
 def test_a_monitor_run_without_a_whole_interval_fails_at_once_not_after_its_retries(
         airflow_env, tmp_path, conf):
     # a run triggered by hand with start alone, or an end that is no date: the logs task's
@@ -470,3 +473,49 @@ def test_the_monitors_first_interval_is_its_start_date_in_utc(airflow_env, tmp_p
                           RECALLWATCH_START_DATE="2026-10-01")
         start = datetime.fromisoformat(described["dags"]["recallwatch_monitor"]["start_date"])
         assert start == datetime(2026, 10, 1, tzinfo=UTC), (zone, start)
+
+
+@pytest.mark.slow
+def test_a_backfill_without_its_params_fails_at_once_not_after_its_retries(airflow_env,
+                                                                           tmp_path):
+    # a hand trigger (or an event) without index_version, manifest, live_from: the same
+    # sentence came back twice, 5 minutes apart, before the run failed
+    warehouse = tmp_path / "scheduled.duckdb"
+    with connect(warehouse):
+        pass
+    (run,) = child(airflow_env, tmp_path, "recallwatch_backfill", json.dumps({}),
+                   RECALLWATCH_WAREHOUSE=str(warehouse),
+                   RECALLWATCH_REPORT_DIR=str(tmp_path / "report"))
+    assert run["state"] == "failed"
+    assert run["tasks"]["rebuild"] == ["failed", 1], run
+
+
+def test_an_empty_setting_is_its_default_not_an_import_error(airflow_env, tmp_path):
+    # `KEY: ${KEY:-}` in compose (empty = not configured) made the monitor an import error
+    described = child(airflow_env, tmp_path, "describe", RECALLWATCH_SCHEDULE="",
+                      RECALLWATCH_START_DATE="", RECALLWATCH_WAREHOUSE="")
+    assert described["errors"] == {}
+    monitor = described["dags"]["recallwatch_monitor"]
+    assert "expression='0 0 * * *'" in monitor["schedule"]
+    assert monitor["start_date"] == "2026-10-01T00:00:00+00:00"
+
+
+def test_a_failure_notice_names_the_days_a_run_was_given(monkeypatch):
+    # a re-run triggered with params start/end has no data interval: the notice said "a run
+    # without a data interval", its interval fields empty, whichever day had failed
+    from pipeline import announce
+
+    sent = []
+    monkeypatch.setattr(announce, "announce_failure", lambda *a, **k: sent.append(a))
+
+    class TI:
+        dag_id, task_id, run_id = "recallwatch_monitor", "score", "manual__1"
+
+    announce.on_task_failure({"task_instance": TI(), "data_interval_start": None,
+                              "data_interval_end": None,
+                              "params": {"start": "2026-10-02", "end": "2026-10-03"}})
+    announce.on_task_failure({"task_instance": TI(), "params": {"start": None, "end": None},
+                              "data_interval_start": "2026-10-01T00:00:00+00:00",
+                              "data_interval_end": "2026-10-02T00:00:00+00:00"})
+    assert [a[2:] for a in sent] == [("2026-10-02", "2026-10-03"),
+                                     ("2026-10-01T00:00:00+00:00", "2026-10-02T00:00:00+00:00")]
