@@ -74,10 +74,28 @@ SELECT window_start, slice, route, gold_version, k,
 FROM agg_scored
 GROUP BY ALL;
 
--- The sums over clusters. A request without a session is a cluster of one (n_g = 1, s_g its
--- recall, summed exactly like a session's), taken as it is rather than grouped one by one; and
--- these sums get a statement of their own, since next to the moments' their hash tables would
--- not fit a small memory limit at once.
+-- Each cluster of a group: its requests n_g, its sum of recalls s_g and of the pass and
+-- full-coverage indicators. A request without a session is a cluster of one (n_g = 1, s_g
+-- its recall, summed exactly like a session's), taken as it is rather than grouped one by
+-- one. A table macro (a view takes no parameter): the two statements below read it each on
+-- its own.
+CREATE OR REPLACE TEMP MACRO agg_cluster_rows(pass_mark) AS TABLE
+SELECT window_start, slice, route, gold_version, k,
+       count(*) AS n_g, exact_sum(recall) AS s_g,
+       count(*) FILTER (WHERE recall >= pass_mark) AS pass_g,
+       count(*) FILTER (WHERE recall >= 1.0) AS full_g
+FROM agg_scored
+WHERE in_session
+GROUP BY window_start, slice, route, gold_version, k, cluster_key
+UNION ALL
+SELECT window_start, slice, route, gold_version, k,
+       1, CAST(recall AS DECIMAL(38, 18))::DOUBLE,
+       (recall >= pass_mark)::INTEGER, (recall >= 1.0)::INTEGER
+FROM agg_scored
+WHERE NOT in_session;
+
+-- The sums over clusters get a statement of their own, since next to the moments' their hash
+-- tables would not fit a small memory limit at once.
 -- cr2_*: the same sums with each cluster weighed by 1 / (n - n_g) (n the group's requests), so
 -- that n * cr2_cluster_sq ... is sum_g w_g (S_g - n_g ybar)^2 with the bias-reduced (CR2,
 -- Bell-McCaffrey) weight w_g = 1 / (1 - n_g / n), and cr2_size_b2 = sum_g (n_g^2 / (n (n -
@@ -86,25 +104,10 @@ GROUP BY ALL;
 -- is at most n^2, within exact_sum's range. A group of one cluster (n_g = n) has no interval:
 -- its terms are 0.
 CREATE OR REPLACE TEMP TABLE agg_clusters AS
-WITH clusters AS (
-    SELECT window_start, slice, route, gold_version, k,
-           count(*) AS n_g, exact_sum(recall) AS s_g,
-           count(*) FILTER (WHERE recall >= $pass_mark) AS pass_g,
-           count(*) FILTER (WHERE recall >= 1.0) AS full_g
-    FROM agg_scored
-    WHERE in_session
-    GROUP BY window_start, slice, route, gold_version, k, cluster_key
-    UNION ALL
-    SELECT window_start, slice, route, gold_version, k,
-           1, CAST(recall AS DECIMAL(38, 18))::DOUBLE,
-           (recall >= $pass_mark)::INTEGER, (recall >= 1.0)::INTEGER
-    FROM agg_scored
-    WHERE NOT in_session
-),
-weighed AS (
+WITH weighed AS (
     SELECT c.*, CASE WHEN c.n_g < g.n THEN 1.0 / (g.n - c.n_g) ELSE 0.0 END AS w,
            g.n
-    FROM clusters c
+    FROM agg_cluster_rows($pass_mark) c
     JOIN agg_moments g USING (window_start, slice, route, gold_version, k)
 )
 SELECT window_start, slice, route, gold_version, k,
@@ -133,29 +136,14 @@ GROUP BY ALL;
 -- and S_g^2 of recall and of the pass and full-coverage indicators. Unlike the cr2_* sums
 -- (weighed by the group's own n), these add up across windows: the drift step and a
 -- rebuild's before/after pool days and weigh each cluster by 1 / (1 - n_g / n) of the pooled
--- n (pipeline.drift.cr2_sums). The clusters as above, in a statement of its own.
+-- n (pipeline.drift.cr2_sums). In a statement of its own, as the sums above.
 CREATE OR REPLACE TEMP TABLE agg_sizes AS
-WITH clusters AS (
-    SELECT window_start, slice, route, gold_version, k,
-           count(*) AS n_g, exact_sum(recall) AS s_g,
-           count(*) FILTER (WHERE recall >= $pass_mark) AS pass_g,
-           count(*) FILTER (WHERE recall >= 1.0) AS full_g
-    FROM agg_scored
-    WHERE in_session
-    GROUP BY window_start, slice, route, gold_version, k, cluster_key
-    UNION ALL
-    SELECT window_start, slice, route, gold_version, k,
-           1, CAST(recall AS DECIMAL(38, 18))::DOUBLE,
-           (recall >= $pass_mark)::INTEGER, (recall >= 1.0)::INTEGER
-    FROM agg_scored
-    WHERE NOT in_session
-),
-by_size AS (
+WITH by_size AS (
     SELECT window_start, slice, route, gold_version, k, n_g,
            count(*) AS clusters, exact_sum(s_g) AS recall_s, exact_sum(s_g * s_g) AS recall_sq,
            sum(pass_g) AS pass_s, sum(pass_g * pass_g) AS pass_sq,
            sum(full_g) AS full_s, sum(full_g * full_g) AS full_sq
-    FROM clusters
+    FROM agg_cluster_rows($pass_mark)
     GROUP BY ALL
 )
 SELECT window_start, slice, route, gold_version, k,
