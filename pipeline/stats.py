@@ -400,17 +400,13 @@ def bias_reduced_t_interval(
     plain = adjusted_t_interval(n, n_clusters, total, sum_cluster_sq, sum_cluster_cross,
                                 sum_size_sq, alpha)
     valid = (n_clusters > 1) & (n > 1)
-    n_ok = np.where(valid, n, 2.0)
-    n_aug = n_ok + 2.0
-    ybar = (np.asarray(total, dtype=float) + 1.0) / n_aug
-    observed = np.maximum(
-        np.asarray(cr2_cluster_sq, dtype=float) - 2.0 * ybar * np.asarray(cr2_cluster_cross, float)
-        + ybar * ybar * np.asarray(cr2_size_sq, dtype=float), 0.0) * n_ok
-    added = n_aug / (n_aug - 1.0) * (ybar * ybar + (1.0 - ybar) ** 2)
-    var = (observed + added) / (n_aug * n_aug)
-    df = np.where(valid, _bell_mccaffrey_df(n_ok, sum_size_sq, cr2_size_sq, cr2_size_b2), 1.0)
-    half = stats.t.isf(alpha / 2, df) * np.sqrt(var)
+    ybar = (np.asarray(total, dtype=float) + 1.0) / (np.where(valid, n, 2.0) + 2.0)
     use = valid & (max_size > 1)
+    var, df = _bias_reduced_side(
+        (n, n_clusters, total, sum_cluster_sq, sum_cluster_cross, sum_size_sq),
+        (cr2_cluster_sq, cr2_cluster_cross, cr2_size_sq, cr2_size_b2, max_size), 1.0, valid,
+        ybar, np.ones_like(ybar), np.ones_like(ybar))
+    half = stats.t.isf(alpha / 2, df) * np.sqrt(var)
     return Interval(_as_output(np.where(use, ybar - half, plain.low)),
                     _as_output(np.where(use, ybar + half, plain.high)))
 
@@ -747,9 +743,10 @@ def adjusted_difference_interval(
 
 
 def _bias_reduced_side(group, cr2, each, valid, ybar, var, df):
-    # One side of adjusted_difference_interval with the CR2 variance and Bell-McCaffrey degrees
-    # of freedom where a cluster holds more than one value (bias_reduced_t_interval's, with
-    # `each` 0s and 1s added); (var, df) as given elsewhere.
+    # The CR2 variance and Bell-McCaffrey degrees of freedom of a mean with `each` 0s and 1s
+    # added (ybar the augmented mean) where a cluster holds more than one value: one side of
+    # adjusted_difference_interval, or bias_reduced_t_interval's one mean (each = 1); (var, df)
+    # as given elsewhere.
     with np.errstate(invalid="ignore", divide="ignore"):
         n = np.asarray(group[0], dtype=float)
         cr2_sq, cr2_cross, cr2_size_sq, cr2_size_b2, max_size = (

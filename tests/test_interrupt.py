@@ -90,8 +90,8 @@ def _as_another_user() -> list[str]:
     if os.geteuid() != 0:
         return []
     if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv (util-linux): root writes anywhere, so "
-                    "a directory it cannot write cannot be made")
+        pytest.skip("run as root without setpriv (util-linux, to run the command as `nobody`): "
+                    "root writes anywhere, so no directory it cannot write can be made")
     return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
 
@@ -101,7 +101,9 @@ def test_a_warehouse_in_a_directory_that_cannot_be_written_is_one_sentence(tmp_p
     as_user = _as_another_user()
     if as_user and any(not os.access(parent, os.X_OK, effective_ids=False)
                        for parent in (REPO, *REPO.parents)):
-        pytest.skip(f"{REPO} is not reachable by other users, so `nobody` cannot run it")
+        pytest.skip(f"run as root, and the checkout {REPO} is in a directory other users cannot "
+                    "enter: the command can only run as root, which writes anywhere, so no "
+                    "directory it cannot write can be made")
     home = Path(tempfile.mkdtemp(prefix="recallwatch-"))
     try:
         home.chmod(0o755)
