@@ -18,6 +18,7 @@ from pipeline.routes import register
 from pipeline.routes.passages import (
     SIMILARITY_THRESHOLD,
     PassagesRoute,
+    bounded_batches,
     covering_pairs,
     similarities,
 )
@@ -281,6 +282,82 @@ def test_small_batches_score_like_one(con, tmp_path):
         register(PassagesRoute())
     # "passage number 7 about fees" is one edit from chunk c0's text: place 1 already
     assert whole == {1: pytest.approx(2 / 3), 12: pytest.approx(2 / 3)}
+
+
+def test_long_texts_make_smaller_batches_not_more_memory():
+    # a pair repeats its passage and its text: 100,000 pairs of 5 KB texts are a gigabyte.
+    # Reads of 10 rows: eight short (~200 bytes), then eight long (~10 KB), then one huge.
+    sizes = [10] * 8 + [1000] * 8 + [5000]
+    reads = [pa.record_batch({"n": pa.array(range(10 * i, 10 * i + 10)),
+                              "text": ["x" * size] * 10}) for i, size in enumerate(sizes)]
+    gathered = list(bounded_batches(reads, max_rows=45, max_bytes=30_000))
+    assert pa.Table.from_batches(gathered).column("n").to_pylist() == list(range(170))
+    # short reads gather up to the row bound, long ones up to the byte bound; a read larger
+    # than the bound on its own passes whole
+    assert [b.num_rows for b in gathered] == [40, 40, 20, 20, 20, 20, 10]
+    assert all(b.nbytes <= 30_000 for b in gathered[:-1]) and gathered[-1].nbytes > 30_000
+
+
+def test_a_byte_bound_batch_scores_like_one(con, tmp_path):
+    filler = " and more words about the monthly fee" * 40
+    texts = [chunk(f"c{i}", f"passage number {i} about fees{filler}") for i in range(12)]
+    load(con, tmp_path, [golden("g-1", ["a"], gold_passages=[
+        f"passage number 7 about fees{filler}", f"passage number 11 about fees{filler}",
+        "unrelated"])], [request("r-1", texts)], cutoffs=(1, 12))
+    whole = at_k(con, "r-1")
+    register(PassagesRoute(batch_bytes=4_000))
+    try:
+        score(con, routes=BOTH, cutoffs=(1, 12))
+        assert at_k(con, "r-1") == whole
+    finally:
+        register(PassagesRoute())
+    assert whole == {1: pytest.approx(2 / 3), 12: pytest.approx(2 / 3)}
+
+
+@pytest.mark.slow
+def test_a_window_of_long_passages_is_scored_in_bounded_memory(tmp_path):
+    """2,000 requests x 20 chunks of 5 KB x 3 gold passages of 5 KB: 120,000 pairs of 10 KB.
+    Scored 100,000 pairs at a time, the batch alone took 1 GB beyond DuckDB's limit (peak RSS
+    2.6-2.8 GB); bounded by bytes too, the peak is DuckDB's own (1.1-1.2 GB)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rng = random.Random(5)
+    words = "the a fee balance minimum account branch urban rural monthly charge card".split()
+
+    def text() -> str:
+        return " ".join(rng.choice(words) for _ in range(900))[:5000]
+
+    with open(tmp_path / "gold.jsonl", "w") as gold, open(tmp_path / "logs.jsonl", "w") as logs:
+        for i in range(2000):
+            gold.write(json.dumps({"gold_id": f"g{i}", "question": f"q{i}",
+                                   "gold_passages": [text() for _ in range(3)]}) + "\n")
+            logs.write(json.dumps({
+                "request_id": f"r{i}", "timestamp": "2026-11-01T10:00:00Z", "query": f"q{i}",
+                "gold_id": f"g{i}", "index_version": "v1",
+                "retrieved": [{"chunk_id": f"c{i}-{j}", "rank": j + 1, "text": text()}
+                              for j in range(20)]}) + "\n")
+    root = Path(__file__).resolve().parent.parent
+    cli = [sys.executable, "-m", "pipeline.cli", "--warehouse", str(tmp_path / "w.duckdb")]
+    for args in (["ingest", "gold", str(tmp_path / "gold.jsonl"), "--version", "g1"],
+                 ["ingest", "logs", str(tmp_path / "logs.jsonl")],
+                 ["config", "--routes", "passages"]):
+        subprocess.run(cli + args, cwd=root, check=True, capture_output=True)
+    # the peak of the scoring process alone: a process of its own that waits for it
+    measure = ("import resource, subprocess, sys; "
+               "subprocess.run(sys.argv[1:], check=True, capture_output=True); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    done = subprocess.run([sys.executable, "-c", measure, *cli, "score"], cwd=root,
+                          check=True, capture_output=True, text=True)
+    peak_gib = int(done.stdout) / (1 << 20)
+    assert peak_gib < 1.75, f"peak RSS {peak_gib:.2f} GiB"
+    import duckdb
+    with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
+        counts = con.execute("SELECT count(*) FILTER (status = 'scored'), count(*) "
+                             "FROM request_scores WHERE route = 'passages'").fetchone()
+    assert counts == (2000, 2000)
 
 
 def test_routes_are_put_in_force_and_ids_stays_the_default(con):

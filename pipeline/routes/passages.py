@@ -11,10 +11,10 @@ A chunk's text is the logged `text`, else the index manifest's text of that chun
 request's index version; a chunk with neither cannot cover anything (a passage only it would
 have matched shows as `not_retrieved`), and a request none of whose served chunks has a text
 is `no_context_text`: not measured, never 0. SQL picks the pairs (sql/route_passages*.sql); this
-module only scores them: the pairs stream out of DuckDB as Arrow batches of bounded size, each
-batch's distinct pairs are scored in one multi-threaded rapidfuzz call that gives up on a pair
-once it cannot reach the threshold, and the pairs above the threshold go back as an Arrow table
-that the last SQL step turns into places.
+module only scores them: the pairs stream out of DuckDB as Arrow batches bounded in pairs and
+in bytes, each batch's distinct pairs are scored in one multi-threaded rapidfuzz call that
+gives up on a pair once it cannot reach the threshold, and the pairs above the threshold go
+back as an Arrow table that the last SQL step turns into places.
 
 Both strings are compared in Unicode NFC (canonical composition; RAGAS compares code points as
 given): a passage and a text that differ only in how their accents are composed are one text.
@@ -26,7 +26,7 @@ context, max similarity over retrieved contexts, covered when `> threshold`."""
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -38,7 +38,12 @@ from pipeline.warehouse import run_script, sql
 
 ROUTE_NAME = "passages"
 SIMILARITY_THRESHOLD = 0.5   # RAGAS NonLLMContextRecall default; covered when strictly above
-BATCH_PAIRS = 100_000        # (passage, text) pairs scored per rapidfuzz call: bounds memory
+# A rapidfuzz call scores one batch of (passage, text) pairs: at most BATCH_PAIRS of them and
+# BATCH_BYTES of their columns, so that long texts (a pair repeats its passage and its text)
+# make smaller batches rather than more memory. The pairs are read READ_ROWS at a time.
+BATCH_PAIRS = 100_000
+BATCH_BYTES = 64 << 20
+READ_ROWS = 1_024
 
 _COVERS_SCHEMA = pa.schema([("request_id", pa.string()), ("passage_no", pa.int64()),
                             ("chunk_id", pa.string()), ("place", pa.int32())])
@@ -87,6 +92,24 @@ def _codes(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return codes.to_numpy().astype(np.int64), values
 
 
+def bounded_batches(batches: Iterable[pa.RecordBatch], max_rows: int,
+                    max_bytes: int) -> Iterator[pa.RecordBatch]:
+    """The rows of `batches`, in order, gathered into batches of at most `max_rows` rows and
+    `max_bytes` bytes (Arrow's buffers; one incoming batch is never split, so a batch larger
+    than `max_bytes` on its own passes as it is)."""
+    held: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        if held and (rows + batch.num_rows > max_rows or size + batch.nbytes > max_bytes):
+            yield pa.concat_batches(held)
+            held, rows, size = [], 0, 0
+        held.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+    if held:
+        yield pa.concat_batches(held)
+
+
 def covering_pairs(batches: Iterable[pa.RecordBatch],
                    threshold: float = SIMILARITY_THRESHOLD) -> pa.Table:
     """The (request_id, passage_no, chunk_id, place) of every pair whose similarity is >
@@ -125,11 +148,14 @@ class PassagesRoute:
     rules: ClassVar[str] = "3"
     threshold: float = SIMILARITY_THRESHOLD
     batch_pairs: int = BATCH_PAIRS
+    batch_bytes: int = BATCH_BYTES
 
     def score_window(self, con, params: dict) -> None:
         run_script(con, "route_passages", params)
-        reader = con.sql(sql("route_passages_pairs")).to_arrow_reader(self.batch_pairs)
-        covers = covering_pairs(reader, self.threshold)
+        reader = con.sql(sql("route_passages_pairs")).to_arrow_reader(
+            min(READ_ROWS, self.batch_pairs))
+        covers = covering_pairs(bounded_batches(reader, self.batch_pairs, self.batch_bytes),
+                                self.threshold)
         con.register("passage_covers", covers)
         try:
             run_script(con, "route_passages_write", params)
