@@ -26,6 +26,7 @@ from __future__ import annotations
 import email.policy
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import math
@@ -470,7 +471,10 @@ def _post_json(url: str, body: bytes, headers: dict[str, str], timeout: float) -
         headers={"Content-Type": "application/json", "User-Agent": "recallwatch", **headers})
     try:
         with _OPENER.open(request, timeout=timeout) as response:
-            response.read()
+            try:
+                response.read()
+            except (OSError, http.client.HTTPException):
+                pass   # the 2xx is the server's word that it has the message: never post again
     except urllib.error.HTTPError as exc:
         exc.close()  # its body is not needed, and an open one leaks the connection
         raise
@@ -536,15 +540,23 @@ def _deliver(channel: Channel, message: AlertMessage, *, now: datetime, timeout:
     elif channel.name == "slack":
         _post_json(channel.url, slack_body(message), {}, timeout)
     elif channel.name == "email":
-        with smtplib.SMTP(channel.host, channel.port, timeout=timeout) as smtp:
+        smtp = smtplib.SMTP(channel.host, channel.port, timeout=timeout)
+        try:
             if channel.starttls:
                 smtp.starttls(context=ssl.create_default_context())
             if channel.user:
                 smtp.login(channel.user, channel.password)
             refused = smtp.send_message(email_message(channel, message, now),
                                         to_addrs=list(to or channel.recipients))
-            if refused:   # taken for some recipients only: the others never got it
-                raise _Refused(refused)
+        finally:
+            # not `with`: it raises when QUIT is answered with anything but 221, after the
+            # server took the mail, which was then mailed again on every retry
+            try:
+                smtp.quit()
+            except (smtplib.SMTPException, OSError):
+                smtp.close()
+        if refused:   # taken for some recipients only: the others never got it
+            raise _Refused(refused)
     else:
         raise ValueError(f"unknown channel {channel.name!r}")
 

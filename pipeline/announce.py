@@ -111,7 +111,7 @@ def announce_rebuild(airflow_url: str, index_version: str, manifest: str, live_f
                                "recallwatch_backfill DAG (its schedule declares the asset) and "
                                "let the dag-processor parse it, then announce again.")
     event = _call(base, "POST", "/api/v2/assets/events", {"asset_id": ids[0], "extra": extra},
-                  headers, timeout)
+                  headers, timeout, needs="id")
     return {"asset_id": ids[0], "event_id": event.get("id"),
             "timestamp": event.get("timestamp"), "extra": extra}
 
@@ -136,6 +136,17 @@ _ADVICE = {
 }
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirected POST would arrive as a GET without its body (the event list, taken for the
+    event made): a redirect is an answer of its own, named in the error."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _not_its_answer(base: str, method: str, endpoint: str) -> RecallwatchError:
     return RecallwatchError(f"Airflow at {base} answered {method} {endpoint} with JSON that is "
                             "not the api-server's answer: is --airflow-url the api-server's "
@@ -153,12 +164,15 @@ def _call(base: str, method: str, path: str, body: dict | None, headers: dict[st
                  **({"Content-Type": "application/json"} if body is not None else {})})
     endpoint = path.split("?")[0]
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with _OPENER.open(request, timeout=timeout) as response:
             raw = response.read()
     except urllib.error.HTTPError as exc:
         exc.close()
         advice = _ADVICE.get((endpoint, exc.code),
                              "check --airflow-url and the api-server's log")
+        if 300 <= exc.code < 400:   # not followed: a POST would go on as a GET
+            advice = ("it redirects elsewhere (e.g. to https://); give --airflow-url as the "
+                      "address it redirects to")
         raise RecallwatchError(f"Airflow at {base} answered {method} {endpoint} with HTTP "
                                f"{exc.code}: {advice}.") from None
     except (urllib.error.URLError, OSError) as exc:

@@ -61,6 +61,12 @@ class _Hook(BaseHTTPRequestHandler):
             failing = server.fail_next > 0
             server.fail_next -= failing
         self.send_response(503 if failing else 200)
+        if server.cut_answer and not failing:   # a 200 whose body never arrives whole
+            self.send_header("Content-Length", "20")
+            self.end_headers()
+            self.wfile.write(b"ok")
+            self.close_connection = True
+            return
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -74,6 +80,7 @@ class HookServer:
     def __init__(self):
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
         self.server.received, self.server.fail_next = [], 0
+        self.server.cut_answer = False
         self.server.lock = threading.Lock()
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
@@ -111,6 +118,7 @@ class Mailbox:
     messages: list = field(default_factory=list)
     logins: list = field(default_factory=list)
     refuse: set = field(default_factory=set)   # recipients the server answers 550
+    quit_reply: str = "221 Bye"   # the answer to QUIT, after the mail was taken
     delivered_to: list = field(default_factory=list)   # each mail's envelope recipients
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
@@ -124,6 +132,9 @@ class Mailbox:
         self.messages.append(email.message_from_bytes(envelope.content,
                                                       policy=email.policy.default))
         return "250 OK"
+
+    async def handle_QUIT(self, server, session, envelope):
+        return self.quit_reply
 
     def authenticate(self, server, session, envelope, mechanism, auth_data):
         self.logins.append((auth_data.login.decode(), auth_data.password.decode()))
@@ -1030,6 +1041,39 @@ def test_a_stopped_server_is_a_failed_alert_not_an_exception(warehouse):
     assert summary.deliveries[0].error == "connection refused"
     assert warehouse.execute("SELECT status, attempts, last_error FROM alerts").fetchall() == \
         [("failed", 2, "connection refused")]
+
+
+def test_a_webhook_that_took_the_message_but_cut_its_answer_short_is_not_paged_again(
+        warehouse, hook):
+    # the 200 is the server's word that it has the message; a body cut short after it (a
+    # proxy, a receiver that drops the connection) recorded the alert failed, and every try of
+    # every call posted it again
+    insert_replay_day(warehouse, OPENED_DAY)
+    hook.server.cut_answer = True
+    channels = [Channel("webhook", url=hook.url("/hook"))]
+    first = send_alerts(warehouse, CONFIG, channels, now=morning_after(8), retries=3,
+                        backoff=0.01)
+    again = send_alerts(warehouse, CONFIG, channels, now=morning_after(9), backoff=0.01)
+    assert (first.sent, first.failed, again.sent, again.skipped) == (1, 0, 0, 1)
+    assert len(hook.received) == 1
+    assert warehouse.execute("SELECT status, attempts, last_error FROM alerts").fetchall() == [
+        ("sent", 1, None)]
+
+
+def test_a_mail_the_server_took_is_sent_whatever_it_answers_to_quit(warehouse, smtp):
+    # smtplib raises when QUIT is answered with anything but 221, after the server accepted
+    # the mail: it was recorded failed and mailed again on every try of every call
+    insert_replay_day(warehouse, OPENED_DAY)
+    smtp.quit_reply = "421 4.3.2 closing"
+    channels = [Channel("email", host="127.0.0.1", port=smtp.port, sender=SENDER,
+                        recipients=(RECIPIENT,))]
+    first = send_alerts(warehouse, CONFIG, channels, now=morning_after(8), retries=3,
+                        backoff=0.01)
+    again = send_alerts(warehouse, CONFIG, channels, now=morning_after(9), backoff=0.01)
+    assert (first.sent, first.failed, again.sent, again.skipped) == (1, 0, 0, 1)
+    assert len(smtp.messages) == 1
+    assert warehouse.execute("SELECT status, attempts, last_error FROM alerts").fetchall() == [
+        ("sent", 1, None)]
 
 
 def test_a_recipient_the_server_refuses_makes_the_mail_failed_and_retried_to_it_alone(

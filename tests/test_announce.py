@@ -76,6 +76,8 @@ class AirflowStandIn(BaseHTTPRequestHandler):
             return self._reply(200, {"id": 42, "asset_id": body["asset_id"],
                                      "extra": {**body["extra"], "from_rest_api": True},
                                      "timestamp": "2026-10-21T06:00:00Z"})
+        if (method, url.path) == ("GET", "/api/v2/assets/events"):   # lists them
+            return self._reply(200, {"asset_events": [], "total_entries": 0})
         return self._reply(404, {"detail": "Not Found"})
 
     def do_GET(self):  # noqa: N802 (http.server's names)
@@ -202,6 +204,42 @@ def test_unknown_asset_says_to_deploy_the_backfill_dag_and_posts_nothing(airflow
         announce_rebuild(airflow["url"], "idx-v2", "/data/idx-v2.parquet", "2026-10-21",
                          user="admin", password=PASSWORD)
     assert [c["method"] for c in airflow["calls"]] == ["POST", "GET"]
+
+
+class Redirect(BaseHTTPRequestHandler):
+    """A front (an ingress sending http:// to https://, a moved host) answering every request
+    301 to the same path on world["target"]."""
+
+    def _moved(self):
+        self.send_response(301)
+        self.send_header("Location", self.server.world["target"] + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _moved  # noqa: N815 (http.server's names)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_airflow_url_that_redirects_is_one_sentence_never_an_announcement_made(airflow,
+                                                                                   capsys):
+    # urllib followed the 301 of the POST as a GET: the event list came back, and the command
+    # said "announced ... asset event None" with exit 0 while no event was made (no backfill)
+    airflow["all_admins"] = True
+    front = _serve(Redirect, {"target": airflow["url"]})
+    url = f"http://127.0.0.1:{front.server_address[1]}"
+    try:
+        code = cli.main(_announce({**airflow, "url": url}))
+    finally:
+        front.shutdown()
+        front.server_close()
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == (f"recallwatch: error: Airflow at {url} answered GET /api/v2/assets with HTTP "
+                   "301: it redirects elsewhere (e.g. to https://); give --airflow-url as the "
+                   "address it redirects to.\n")
+    assert airflow["calls"] == []
 
 
 def _closed_port() -> int:
