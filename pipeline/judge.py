@@ -574,8 +574,9 @@ def _reply(response, estimate: int) -> tuple[str | None, int]:
 
 def _retryable(exc, config: JudgeConfig, calls: int) -> tuple[str, float | None]:
     """What a failed try means: (why, seconds the server asked to wait or None) when it is worth
-    another try (429, 5xx, timeout, dropped connection); otherwise raises RecallwatchError for a
-    problem of the configuration (401, 403, 404) or _CallFailed for another refusal."""
+    another try (429, 5xx, timeout or 408, dropped connection); otherwise raises
+    RecallwatchError for a problem of the configuration (401, 403, 404) or _CallFailed for
+    another refusal."""
     import openai
 
     endpoint = _safe_url(config.base_url) or "api.openai.com"
@@ -599,10 +600,13 @@ def _retryable(exc, config: JudgeConfig, calls: int) -> tuple[str, float | None]
             raise _CallFailed(f"{last}, asked to wait {wait_for:.0f} s", calls=calls) from None
         return last, wait_for
     if isinstance(exc, openai.APIStatusError):
-        if exc.status_code < 500:
-            raise _CallFailed(f"the judge endpoint answered HTTP {exc.status_code}",
-                              calls=calls) from None
-        return f"the judge endpoint answered HTTP {exc.status_code}", _retry_after(exc.response)
+        last = f"the judge endpoint answered HTTP {exc.status_code}"
+        if exc.status_code < 500 and exc.status_code != 408:   # 408: a proxy's timeout
+            raise _CallFailed(last, calls=calls) from None
+        wait_for = _retry_after(exc.response)   # a 503's Retry-After is capped as a 429's is
+        if wait_for is not None and wait_for > MAX_RETRY_AFTER:
+            raise _CallFailed(f"{last}, asked to wait {wait_for:.0f} s", calls=calls) from None
+        return last, wait_for
     if isinstance(exc, openai.APITimeoutError):
         return f"no answer within {config.timeout:g} s", None
     return _UNREACHABLE, None

@@ -32,8 +32,9 @@ class ChatRequest:
 
 @dataclass(frozen=True)
 class Fault:
-    """kind: '429' (with Retry-After: retry_after seconds), '500', 'hang' (sleep `seconds`
-    before answering, past the client's timeout), 'malformed' (content that is not JSON);
+    """kind: '429' (with Retry-After: retry_after seconds), '500', '503' (both with
+    Retry-After when retry_after is given), '408' (a proxy's request timeout), 'hang' (sleep
+    `seconds` before answering, past the client's timeout), 'malformed' (content that is not JSON);
     with status 200, bodies that are no chat completion at all: 'cut body' (JSON cut short),
     'html' (a proxy's page), 'bytes' (not UTF-8); or a completion of a faulty shape: 'no
     message' (a choice a content filter stopped), 'null message', 'choice text' (a choice that
@@ -231,8 +232,11 @@ def _fault(handler: BaseHTTPRequestHandler, fault: Fault) -> None:
             else {}
         return _send(handler, 429, {"error": {"message": "rate limited",
                                                "type": "rate_limit_error"}}, headers)
-    if fault.kind == "500":
-        return _send(handler, 500, {"error": {"message": "internal error"}})
+    if fault.kind in ("408", "500", "503"):
+        headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None \
+            else {}
+        return _send(handler, int(fault.kind), {"error": {"message": "internal error"}},
+                     headers)
     if fault.kind == "hang":
         time.sleep(fault.seconds)
         return _send(handler, 500, {"error": {"message": "too late"}})

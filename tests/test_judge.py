@@ -109,6 +109,25 @@ def test_429_waits_as_long_as_retry_after_says_then_succeeds():
     assert 0.9 <= waited < 3.0
 
 
+def test_a_503_asking_to_wait_an_hour_fails_at_once_as_a_429_does_never_a_hang():
+    # a 503 (overloaded, maintenance) with Retry-After is waited for as a 429's, within
+    # MAX_RETRY_AFTER; beyond it the call is given up, not slept on for an hour per retry
+    outcome = {}
+    with JudgeServer(reply=lambda request: Fault("503", retry_after=3600)) as server:
+        worker = threading.Thread(target=lambda: outcome.update(verdict=judge_claims(
+            config(server), CLAIMS, CONTEXTS)), daemon=True)
+        worker.start()
+        worker.join(timeout=15)
+    assert not worker.is_alive(), "the judge slept on a 503's Retry-After of an hour"
+    verdict = outcome["verdict"]
+    assert verdict.status == "failed" and verdict.attributed is None and server.calls == 1
+    assert "HTTP 503, asked to wait 3600 s" in verdict.error
+    with JudgeServer(reply=script(Fault("503", retry_after=1))) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
+    assert verdict.status == "ok" and server.calls == 2
+    assert 0.9 <= server.log[1]["at"] - server.log[0]["at"] < 3.0
+
+
 def test_500_then_ok_is_retried():
     with JudgeServer(reply=script(Fault("500"))) as server:
         verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
@@ -118,6 +137,14 @@ def test_500_then_ok_is_retried():
 def test_a_hang_past_the_timeout_is_retried():
     with JudgeServer(reply=script(Fault("hang", seconds=3))) as server:
         verdict = judge_claims(config(server, timeout=0.5), CLAIMS, CONTEXTS)
+    assert verdict.status == "ok" and verdict.covered == 3 and server.calls == 2
+
+
+def test_a_408_request_timeout_is_retried_as_a_timeout_is():
+    # a proxy or gateway that timed the request out answers 408: a timeout, retried, not a
+    # refusal that fails the request at once
+    with JudgeServer(reply=script(Fault("408"))) as server:
+        verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
     assert verdict.status == "ok" and verdict.covered == 3 and server.calls == 2
 
 
