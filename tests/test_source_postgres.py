@@ -469,6 +469,64 @@ def test_a_wrong_source_is_one_sentence_without_the_password(
     assert expected in lines[0]
 
 
+def test_a_schema_the_user_may_not_use_is_one_sentence(pg, no_reader, uri, run_cli):
+    # permission denied for the schema came from the catalog lookup as an internal error
+    # (exit 1, the driver's two-line text)
+    schema = f"closed_{secrets.token_hex(3)}"
+    pg(f"CREATE SCHEMA {schema}")
+    pg(LOG_TABLE.format(name=f"{schema}.logs"))
+    given = uri.replace("root@", f"{no_reader}:{PASSWORD}@")
+    code, out, err = run_cli("ingest", "logs", given, "--table", f"{schema}.logs")
+    assert code == 2, err
+    (line,) = err.strip().splitlines()
+    assert f"permission denied for schema {schema}" in line and "grant USAGE" in line
+    assert PASSWORD not in out + err
+    pg(f"DROP SCHEMA {schema} CASCADE")
+
+
+def test_a_uri_that_does_not_parse_is_one_sentence_without_the_password(run_cli):
+    # an unclosed IPv6 bracket: urlsplit's ValueError was an internal error
+    code, out, err = run_cli("ingest", "logs", f"postgresql://u:{PASSWORD}@[::1/logs",
+                             "--table", "logs")
+    assert code == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("recallwatch: error: a postgresql:// source does not parse")
+    assert PASSWORD not in out + err
+
+
+@pytest.fixture
+def latin1_database(pg_database):
+    """A database of its own in LATIN1, as an older server's may be, dropped after."""
+    name = f"{pg_database}_latin1"
+    with _admin().cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}" ENCODING \'LATIN1\' LC_COLLATE \'C\' '
+                    "LC_CTYPE 'C' TEMPLATE template0")
+    try:
+        yield name
+    finally:
+        with _admin().cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_rows_of_a_latin1_database_load_as_utf8(latin1_database, tmp_path):
+    # the driver got text in the database's encoding: 'café' came as Latin-1 bytes and no
+    # record of the day could be read ("cannot read this file ... is not valid UTF8")
+    con = _admin(latin1_database)
+    con.set_client_encoding("UTF8")
+    with con.cursor() as cur:
+        cur.execute(LOG_TABLE.format(name="logs"))
+        cur.execute("INSERT INTO logs (id, request_id, \"timestamp\", query, index_version, "
+                    "retrieved) VALUES (1, 'é-1', '2026-11-01 10:00+00', 'café crème', 'i', "
+                    "'[{\"chunk_id\": \"c-ü\"}]')")
+    con.close()
+    uri = f"postgresql://root@{SERVER}/{latin1_database}"
+    with connect(tmp_path / "wh.duckdb") as wh:
+        summary = ingest_logs(wh, [uri], options=options("logs"))
+        assert (summary.read, summary.loaded, summary.quarantined) == (1, 1, 0)
+        assert wh.sql("SELECT request_id, query, chunk_ids FROM ranked_requests").fetchall() == [
+            ("é-1", "café crème", ["c-ü"])]
+
+
 def test_table_option_without_a_postgresql_source_is_refused(tmp_path):
     write_jsonl(tmp_path / "a.jsonl", [])
     with connect(tmp_path / "wh.duckdb") as con, pytest.raises(RecallwatchError, match="--table"):

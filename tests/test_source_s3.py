@@ -296,6 +296,22 @@ def test_globs_and_nested_year_month_day_partitions_choose_objects(bucket):
     assert keys(bucket.uri("loose"), one_day) == ["loose/a.jsonl", "loose/b/c.ndjson"]
 
 
+def test_a_key_with_an_empty_level_is_one_sentence_with_an_interval_or_without(bucket,
+                                                                             warehouse):
+    # `logs//dt=.../part-0.jsonl`, as a writer joining `logs/` and `/dt=...` names it:
+    # pyarrow cannot open such a key (an internal error: ArrowInvalid), and an interval's walk
+    # listed `logs` inside `logs` until Python's recursion limit (an internal error too)
+    bucket.put_jsonl(f"logs/dt={DAYS[0]}/part-0.jsonl", day_records(DAYS[0]))
+    bucket.put_jsonl(f"logs//dt={DAYS[1]}/part-0.jsonl", day_records(DAYS[1]))
+    for interval in ({}, {"start": DAYS[1], "end": DAYS[2]}):
+        with pytest.raises(RecallwatchError,
+                           match=r"^s3://[^ ]*/logs//[^ ]*: a key with an empty level \(//\) "
+                                 "cannot be read"):
+            api.ingest_logs(warehouse, [bucket.uri("logs/")], **interval)
+    # a prefix without one reads as before
+    assert api.ingest_logs(warehouse, [bucket.uri(f"logs/dt={DAYS[0]}/")]).loaded == 2
+
+
 def test_aws_endpoint_url_s3_wins_over_aws_endpoint_url(bucket, monkeypatch):
     bucket.put_jsonl("logs/a.jsonl", day_records(DAYS[0]))
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")

@@ -195,8 +195,8 @@ def postgres_deliveries(uri: str, options: ReadOptions) -> list[TableDay]:
         raise RecallwatchError(
             f"--format {options.fmt} does not apply to {redact(uri)}: a table's rows are read "
             "as native records, their fields from its columns (--columns).")
+    server = redact(uri)   # first: a URI that does not parse is one sentence
     password = urlsplit(uri).password
-    server = redact(uri)
     with _connect(uri, server, password) as con, con.cursor() as cur:
         table = _resolve(cur, uri, password, server, options)
         days = _days(cur, table, options)
@@ -206,7 +206,12 @@ def postgres_deliveries(uri: str, options: ReadOptions) -> list[TableDay]:
 def redact(uri: str) -> str:
     """The name of a server and database without the password (and without URI options):
     postgresql://user@host:port/db."""
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+    except ValueError:   # an unclosed IPv6 bracket: nothing of it can be shown safely
+        raise RecallwatchError(
+            "a postgresql:// source does not parse as a URI (an unclosed [ of an IPv6 "
+            "address?); give postgresql://USER@HOST:PORT/DB.") from None
     user = f"{unquote(parts.username)}@" if parts.username else ""
     try:
         port = parts.port or 5432
@@ -233,7 +238,9 @@ def _cause(exc: Exception, password: str | None) -> str:
 
 @contextmanager
 def _connect(uri: str, server: str, password: str | None):
-    """A connection in UTC (days and timestamps are UTC days), closed after the block."""
+    """A connection in UTC (days and timestamps are UTC days) that sends text as UTF-8
+    (whatever the database's encoding: a LATIN1 one sent its own bytes, which no record
+    could be read from), closed after the block."""
     import adbc_driver_postgresql.dbapi as pg
 
     try:
@@ -246,6 +253,7 @@ def _connect(uri: str, server: str, password: str | None):
     try:
         with con.cursor() as cur:
             cur.execute("SET TIME ZONE 'UTC'")
+            cur.execute("SET client_encoding TO 'UTF8'")
         yield con
     finally:
         con.close()
@@ -255,13 +263,19 @@ def _resolve(cur, uri: str, password: str | None, server: str,
              options: ReadOptions) -> TableRead:
     """Find the table in the catalog, map its columns to log fields and build its queries."""
     schema, _, relname = options.table.rpartition(".")
-    cur.execute(
-        "SELECT c.oid::bigint, n.nspname, c.relname, c.relkind::text FROM pg_class c "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE c.oid = to_regclass(CASE WHEN $1 = '' THEN format('%I', $2) "
-        "                               ELSE format('%I.%I', $1, $2) END)",
-        parameters=(schema, relname))
-    found = cur.fetchall()
+    try:
+        cur.execute(
+            "SELECT c.oid::bigint, n.nspname, c.relname, c.relkind::text FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.oid = to_regclass(CASE WHEN $1 = '' THEN format('%I', $2) "
+            "                               ELSE format('%I.%I', $1, $2) END)",
+            parameters=(schema, relname))
+        found = cur.fetchall()
+    except Exception as exc:  # permission denied for its schema, ...
+        raise RecallwatchError(
+            f"{server}: cannot look up {options.table} ({_cause(exc, password)}); grant USAGE "
+            "on its schema and SELECT on it to the user of the URI, or give another table."
+        ) from None
     if not found and options.table != options.table.lower():  # folded, as SQL would
         return _resolve(cur, uri, password, server,
                         replace(options, table=options.table.lower()))

@@ -166,8 +166,20 @@ def _list(filesystem, bucket: str, key: str, window, suffixes: tuple[str, ...], 
             continue   # not a log: a _SUCCESS marker, a schema file, ...
         if pattern is not None and not _glob_matches(pattern, name.split("/")):
             continue
+        if "//" in info.path:   # pyarrow refuses an empty path component: one sentence
+            raise _empty_level(info.path)
         wanted.append(info)
     return wanted, anything
+
+
+def _empty_level(path: str) -> RecallwatchError:
+    """The error of a key with an empty level (`logs//dt=.../part.jsonl`, as a writer that joins
+    a prefix ending in `/` with one starting with `/` makes it): pyarrow's S3 filesystem can
+    neither open nor list it."""
+    return RecallwatchError(
+        f"s3://{path}: a key with an empty level (//) cannot be read through pyarrow's S3 "
+        "filesystem; copy the objects to keys without one (or give a prefix that holds none) "
+        "and run again.")
 
 
 def _walk(filesystem, base: str, window, partial: tuple[int, ...]):
@@ -187,6 +199,9 @@ def _walk(filesystem, base: str, window, partial: tuple[int, ...]):
     for entry in entries:
         if entry.type != FileType.Directory:
             continue
+        if entry.path.rstrip("/") == base.rstrip("/"):
+            # the folder itself, listed again: keys `base//...` (walked into, it never ended)
+            raise _empty_level(f"{base.rstrip('/')}//")
         verdict, nested = _partition(entry.base_name, partial, window)
         if verdict == "day":
             found += _walk(filesystem, entry.path, None, ())[0]
