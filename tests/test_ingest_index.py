@@ -283,3 +283,45 @@ def test_a_text_or_hash_of_tabs_or_line_breaks_is_not_given_as_one_of_spaces_is(
     assert con.sql("SELECT line, reason FROM quarantine ORDER BY line").fetchall() == [
         (1, "neither content_hash nor text given"),
         (3, "missing or null required field: chunk_id")]
+
+
+def test_a_csv_manifest_quoting_a_value_only_past_its_first_rows_reads_it_unquoted(
+        con, tmp_path):
+    # csv and pandas quote a value only when it holds a comma, a quote or a line break, and
+    # DuckDB's sniffer looks at the first 20,480 rows: past them a quoted text kept its
+    # quotes (another content, so a rebuild found the gold chunk `gone`), and one holding a
+    # comma refused the whole file
+    import csv
+
+    with open(tmp_path / "m.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["chunk_id", "text"])
+        writer.writerows([f"c{i}", f"text {i}"] for i in range(25_000))
+        writer.writerow(["q1", 'the "basic" account'])
+        writer.writerow(["q2", "fees, and limits"])
+        writer.writerow(["q3", ""])
+    result = ingest_index(con, str(tmp_path / "m.csv"), "idx-1")
+    assert (result.read, result.loaded, result.quarantined) == (25_003, 25_002, 1)
+    assert con.sql("SELECT chunk_id, text FROM index_chunks WHERE chunk_id LIKE 'q%' "
+                   "ORDER BY 1").fetchall() == [
+        ("q1", 'the "basic" account'), ("q2", "fees, and limits")]
+    assert con.sql("SELECT line, reason FROM quarantine").fetchall() == [
+        (25_004, "neither content_hash nor text given")]
+
+
+@pytest.mark.parametrize("last, said", [
+    (b"c-x,a,b\n", "line 25002 has 3 fields where the header names 2; quote a value"),
+    (b"c-x\n", "line 25002 has 1 fields where the header names 2; quote a value"),
+    (b"c-x,caf\xe9\n", r"not valid UTF-8 \(line 25002\); save the index manifest as UTF-8\."),
+])
+def test_a_csv_manifest_row_duckdb_cannot_read_is_one_sentence_naming_its_line(
+        con, tmp_path, last, said):
+    # past the rows DuckDB's sniffer reads, its own error came out: twenty lines of the row,
+    # fixes for its options and every option, where a gold set's CSV says one sentence
+    path = tmp_path / "m.csv"
+    path.write_bytes(b"chunk_id,text\n"
+                     + b"".join(f"c{i},text {i}\n".encode() for i in range(25_000)) + last)
+    with pytest.raises(RecallwatchError, match=said) as error:
+        ingest_index(con, str(path), "idx-1")
+    assert "\n" not in str(error.value)
+    assert con.sql("SELECT count(*) FROM index_chunks").fetchall() == [(0,)]

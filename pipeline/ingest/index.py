@@ -40,8 +40,9 @@ _MANIFEST_COLUMNS = ("index_version", "chunk_id", "content_hash", "text")
 # when it is next given, though unchanged. 2: only valid rows can be conflicting duplicates
 # (before, a valid chunk could be set aside with a row refused for another reason); 3: a text
 # or content_hash of tabs or line breaks is blank, as one of spaces was (before, a rebuild
-# carried a gold chunk by it).
-_READING_RULES = "rules=3"
+# carried a gold chunk by it); 4: a CSV whose first rows quote nothing is still read with
+# quotes (before, a value quoted further down kept its quotes, or split its row at a comma).
+_READING_RULES = "rules=4"
 
 
 def ingest_index(con, path: str, version: str) -> FileResult:
@@ -60,12 +61,12 @@ def ingest_index(con, path: str, version: str) -> FileResult:
         with transaction(con):
             rejects = _stage_manifest_lines(con, file, version)
             return _load_staged(con, file, version, digest, rejects)
-    reader = _duckdb_reader(file)
+    reader, reading = _duckdb_reader(con, file)
     try:
         columns = {row[0]: row[1] for row in con.execute(
-            f"DESCRIBE SELECT * FROM {reader}", {"path": source}).fetchall()}
+            f"DESCRIBE SELECT * FROM {reader}", reading).fetchall()}
     except duckdb.Error as exc:
-        raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
+        raise _unreadable(file, exc) from None
     _check_columns(file, columns)
     picked, type_error, bind = _picked(columns)
     # a CSV's first line is its header, so data rows are numbered from 2 as in gold sets
@@ -76,14 +77,36 @@ def ingest_index(con, path: str, version: str) -> FileResult:
                 "CREATE OR REPLACE TEMP TABLE stage_index AS "
                 f"SELECT row_number() OVER () + $offset AS line, {picked}, "
                 f"{type_error} AS type_error, NULL::VARCHAR AS raw FROM {reader}",
-                {"path": source, "offset": first_line - 1, **bind})
+                {**reading, "offset": first_line - 1, **bind})
         except duckdb.OutOfMemoryException:
             raise  # not the file's fault: the CLI names the memory setting
         except duckdb.Error as exc:
-            raise RecallwatchError(f"{file}: cannot read the index manifest ({exc}).") from None
+            raise _unreadable(file, exc) from None
         if first_line == 2:
             _number_csv_lines(con, file)
         return _load_staged(con, file, version, digest, [])
+
+
+_CSV_ERROR_LINE = re.compile(r"CSV Error on Line: (\d+)")
+_CSV_FIELD_COUNT = re.compile(r"Expected Number of Columns: (\d+) Found: (\d+)")
+
+
+def _unreadable(file: Path, exc: duckdb.Error) -> RecallwatchError:
+    """One sentence for a manifest DuckDB cannot read. Its CSV reader explains a bad row in
+    twenty lines (the row, fixes, every option): it is said here as a gold CSV's is, by its
+    line (past the first rows the sniffer reads; before them, _check_columns says it)."""
+    text = str(exc)
+    line = _CSV_ERROR_LINE.search(text)
+    counts = _CSV_FIELD_COUNT.search(text)
+    if line and "Invalid unicode" in text:
+        return RecallwatchError(f"{file}: not valid UTF-8 (line {line.group(1)}); save the "
+                                "index manifest as UTF-8.")
+    if line and counts:
+        return RecallwatchError(
+            f"{file}: line {line.group(1)} has {counts.group(2)} fields where the header names "
+            f"{counts.group(1)}; quote a value that holds a comma.")
+    return RecallwatchError(f"{file}: cannot read the index manifest "
+                            f"({' '.join(text.split())}).")
 
 
 def _number_csv_lines(con, file: Path) -> None:
@@ -95,8 +118,9 @@ def _number_csv_lines(con, file: Path) -> None:
         return
     ((delimiter, quote, escape),) = con.execute(
         "SELECT Delimiter, Quote, Escape FROM sniff_csv($path)", {"path": str(file)}).fetchall()
-    # sniff_csv says "(empty)" for none; an escape that is the quote is the doubled quote
-    quote = quote if quote and quote != "(empty)" else None
+    # sniff_csv says "(empty)" for none (then the file is read with '"', _csv_quote); an
+    # escape that is the quote is the doubled quote
+    quote = _csv_quote(quote)
     escape = escape if escape and escape not in ("(empty)", quote) else None
     starts: list[int] = []
     with open(file, encoding="utf-8-sig", errors="replace", newline="") as fh:
@@ -276,13 +300,28 @@ def _is_json_lines(file: Path) -> bool:
     return not file.name.lower().endswith((".parquet", ".csv"))
 
 
-def _duckdb_reader(file: Path) -> str:
+def _csv_quote(sniffed: str | None) -> str:
+    """The quote a CSV manifest is read with: the one DuckDB's sniffer found, else '"'. The
+    sniffer reads the first 20,480 rows only, and a writer (csv, pandas) quotes a value only
+    when it holds a comma, a quote or a line break: read without a quote, such a value further
+    down kept its quotes (another content: a rebuild carried nothing by it) or split its row."""
+    return sniffed if sniffed and sniffed != "(empty)" else '"'
+
+
+def _duckdb_reader(con, file: Path) -> tuple[str, dict]:
+    """The table function reading a Parquet or CSV manifest, and its bound values."""
+    source = str(file)
     if file.name.lower().endswith(".parquet"):
-        return "read_parquet($path, hive_partitioning = false)"
+        return "read_parquet($path, hive_partitioning = false)", {"path": source}
+    try:
+        ((sniffed,),) = con.execute("SELECT Quote FROM sniff_csv($path)",
+                                    {"path": source}).fetchall()
+    except duckdb.Error:
+        sniffed = None   # read_csv says why
+    bound = {"path": source, "quote": _csv_quote(sniffed)}
+    options = "header = true, all_varchar = true, quote = $quote, hive_partitioning = false"
     if spaced_csv_header(file):
         # written "chunk_id, text" (a space after each comma): its values are read without
         # the space, as a gold CSV's are; DuckDB keeps it on a value that is not quoted
-        return ("(SELECT ltrim(COLUMNS(*), ' ') "
-                "FROM read_csv($path, header = true, all_varchar = true, "
-                "hive_partitioning = false))")
-    return "read_csv($path, header = true, all_varchar = true, hive_partitioning = false)"
+        return f"(SELECT ltrim(COLUMNS(*), ' ') FROM read_csv($path, {options}))", bound
+    return f"read_csv($path, {options})", bound
