@@ -317,8 +317,8 @@ def test_a_byte_bound_batch_scores_like_one(con, tmp_path):
 @pytest.mark.slow
 def test_a_window_of_long_passages_is_scored_in_bounded_memory(tmp_path):
     """2,000 requests x 20 chunks of 5 KB x 3 gold passages of 5 KB: 120,000 pairs of 10 KB.
-    Scored 100,000 pairs at a time, the batch alone took 1 GB beyond DuckDB's limit (peak RSS
-    2.6-2.8 GB); bounded by bytes too, the peak is DuckDB's own (1.1-1.2 GB)."""
+    Scored 100,000 pairs at a time, the batch alone took a gigabyte beyond DuckDB's limit (peak
+    RSS 2.45-2.66 GiB); bounded by bytes too, the peak is DuckDB's own (1.07-1.14 GiB)."""
     import json
     import subprocess
     import sys
