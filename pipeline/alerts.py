@@ -49,7 +49,7 @@ from pathlib import Path
 
 from pipeline.config import DEFAULT_ALPHA, Config
 from pipeline.endpoints import http_endpoint
-from pipeline.errors import RecallwatchError
+from pipeline.errors import MASKED_LENGTH, RecallwatchError, mask_secrets
 from pipeline.warehouse import run_script, sql, transaction
 
 log = logging.getLogger(__name__)
@@ -561,9 +561,6 @@ def _deliver(channel: Channel, message: AlertMessage, *, now: datetime, timeout:
         raise ValueError(f"unknown channel {channel.name!r}")
 
 
-MASKED_LENGTH = 8   # secrets this long or longer are masked in a failure's reason
-
-
 def describe_failure(exc: BaseException, channel: Channel) -> str:
     """Why an attempt failed, in a few words that hold no URL, token or password."""
     if isinstance(exc, urllib.error.HTTPError):
@@ -594,10 +591,7 @@ def describe_failure(exc: BaseException, channel: Channel) -> str:
     # belt and braces: the words above are smtplib's, the system's or ours, and hold no URL
     # or password; should one ever echo a secret, it goes. A short one is left, since masking
     # each "p" or "server" would garble the reason and show where the secret occurs in it.
-    for secret in sorted(channel.secrets, key=len, reverse=True):
-        if len(secret) >= MASKED_LENGTH:
-            text = text.replace(secret, "***")
-    return text
+    return mask_secrets(text, [s for s in channel.secrets if len(s) >= MASKED_LENGTH])
 
 
 def send_notice(channels: list[Channel], title: str, text: str, *, now: datetime,

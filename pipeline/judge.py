@@ -30,7 +30,7 @@ from datetime import datetime
 from email.utils import parsedate_to_datetime
 
 from pipeline.endpoints import http_endpoint
-from pipeline.errors import RecallwatchError
+from pipeline.errors import RecallwatchError, mask_secrets
 from pipeline.progress import Progress
 from pipeline.warehouse import mended, normalize_text, run_script, transaction
 
@@ -209,9 +209,7 @@ def _safe_url(url: str | None) -> str | None:
 
 
 def _scrub(text: str, config: JudgeConfig) -> str:
-    for secret in config.secrets():
-        text = text.replace(secret, "***")
-    return text
+    return mask_secrets(text, config.secrets())
 
 
 # ----------------------------------------------------------------------------------- verdicts

@@ -26,7 +26,7 @@ from judge_server import (  # noqa: E402
     wrong_claims,
 )
 
-from pipeline.errors import RecallwatchError  # noqa: E402
+from pipeline.errors import RecallwatchError, mask_secrets  # noqa: E402
 from pipeline.judge import (  # noqa: E402
     PROMPTS,
     JudgeConfig,
@@ -126,6 +126,20 @@ def test_a_503_asking_to_wait_an_hour_fails_at_once_as_a_429_does_never_a_hang()
         verdict = judge_claims(config(server), CLAIMS, CONTEXTS)
     assert verdict.status == "ok" and server.calls == 2
     assert 0.9 <= server.log[1]["at"] - server.log[0]["at"] < 3.0
+
+
+def test_a_one_letter_api_key_leaves_a_failure_readable_and_a_key_standing_alone_masked():
+    # a local server takes any key, as the README says; masking every "k" of the key "k" made
+    # each stored reason "as***ed to wait" and showed where the letter occurs
+    with JudgeServer(reply=lambda request: Fault("429", retry_after=3600),
+                     api_key="k") as server:
+        verdict = judge_claims(config(server, api_key="k"), CLAIMS, CONTEXTS)
+    assert verdict.status == "failed" and verdict.error.endswith("(HTTP 429), asked to wait 3600 s")
+    assert mask_secrets("key k refused; asked with k=k", ["k"]) == (
+        "key *** refused; asked with ***=***")
+    assert mask_secrets("https://judge:hunter2@host/v1 hunter22", ["hunter2"]) == (
+        "https://judge:***@host/v1 hunter22")
+    assert mask_secrets(f"x{SECRET}y", [SECRET, ""]) == "x***y"
 
 
 def test_500_then_ok_is_retried():
