@@ -72,9 +72,10 @@ ENVIRONMENT = {
     ("email", "from"): "RECALLWATCH_SMTP_FROM",
     ("email", "to"): "RECALLWATCH_SMTP_TO",
     ("email", "starttls"): "RECALLWATCH_SMTP_STARTTLS",
+    ("email", "tls"): "RECALLWATCH_SMTP_TLS",
 }
 _REQUIRED = {"webhook": ("url",), "slack": ("url",), "email": ("host", "from", "to")}
-SMTP_PORT, SMTP_STARTTLS_PORT = 25, 587
+SMTP_PORT, SMTP_STARTTLS_PORT, SMTPS_PORT = 25, 587, 465
 
 NO_CHANNELS = (
     "no alert channel is configured: set RECALLWATCH_WEBHOOK_URL (and optionally "
@@ -101,10 +102,11 @@ class Channel:
     sender: str | None = None
     recipients: tuple[str, ...] = ()
     starttls: bool = False
+    tls: bool = False   # SMTPS: TLS from the first byte (port 465), not upgraded by STARTTLS
 
     def __repr__(self) -> str:
         if self.name == "email":
-            tls = ", starttls" if self.starttls else ""
+            tls = ", starttls" if self.starttls else ", tls" if self.tls else ""
             return f"Channel(email, {len(self.recipients)} recipient(s){tls})"
         return f"Channel({self.name}{', signed' if self.secret else ''})"
 
@@ -136,7 +138,7 @@ def channels_from_env(environ: Mapping[str, str] = os.environ) -> list[Channel]:
 def channels_from_file(path: str | os.PathLike,
                        environ: Mapping[str, str] = os.environ) -> list[Channel]:
     """The channels of a TOML file with tables [webhook] (url, secret), [slack] (url) and
-    [email] (host, port, user, password, from, to, starttls). A string value `env:NAME` is read
+    [email] (host, port, user, password, from, to, starttls, tls). A string value `env:NAME` is read
     from the environment variable NAME, so the file itself need hold no secret."""
     path = Path(path)
     try:
@@ -238,21 +240,20 @@ def _email(given: dict[str, object], label: Callable[[str], str]) -> Channel:
     if re.fullmatch(r"[^:\[\]]+:[0-9]*", host):   # smtplib would look up "host:port" as a name
         raise RecallwatchError(f"{label('host')} must be a host name without a port, e.g. "
                                f"smtp.example.com; give the port as {label('port')}.")
-    starttls = given.get("starttls", False)
-    if isinstance(starttls, int) and not isinstance(starttls, bool) and starttls in (0, 1):
-        starttls = bool(starttls)   # a TOML number, as the message below allows
-    elif isinstance(starttls, str):
-        flag = starttls.strip().lower()
-        if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
-            raise RecallwatchError(f"{label('starttls')} must be 1/true or 0/false.")
-        starttls = flag in ("1", "true", "yes", "on")
-    elif not isinstance(starttls, bool):
-        raise RecallwatchError(f"{label('starttls')} must be 1/true or 0/false.")
-    port = given.get("port", SMTP_STARTTLS_PORT if starttls else SMTP_PORT)
+    starttls = _flag(given.get("starttls", False), label("starttls"))
+    tls = _flag(given["tls"], label("tls")) if "tls" in given else None
+    if starttls and tls:
+        raise RecallwatchError(f"{label('tls')} and {label('starttls')} cannot both be set: "
+                               f"tls is TLS from the first byte (port {SMTPS_PORT}), starttls "
+                               f"an upgrade of a plain connection (port {SMTP_STARTTLS_PORT}).")
+    port = given.get("port", SMTPS_PORT if tls else SMTP_STARTTLS_PORT if starttls
+                     else SMTP_PORT)
     if isinstance(port, str) and re.fullmatch(r"[0-9]+", port.strip()):
         port = int(port)
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
         raise RecallwatchError(f"{label('port')} must be a port number from 1 to 65535.")
+    if tls is None:   # port 465 speaks TLS from the first byte: a plain hello gets no answer
+        tls = port == SMTPS_PORT and not starttls
     user = _text(given.get("user"), label("user"))
     password = _text(given.get("password"), label("password"))
     if bool(user) != bool(password):
@@ -274,7 +275,22 @@ def _email(given: dict[str, object], label: Callable[[str], str]) -> Channel:
         raise RecallwatchError(f"{label('to')} must be a comma-separated list of email "
                                "addresses, e.g. oncall@example.com,ml@example.com.")
     return Channel("email", host=host, port=port, user=user, password=password, sender=sender,
-                   recipients=recipients, starttls=starttls)
+                   recipients=recipients, starttls=starttls, tls=tls)
+
+
+def _flag(value: object, label: str) -> bool:
+    """A yes/no setting: a bool, a TOML number 0 or 1, or text (1/true/yes/on, 0/false/no/off,
+    empty for no)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return bool(value)   # a TOML number, as the message below allows
+    if isinstance(value, str):
+        flag = value.strip().lower()
+        if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
+            raise RecallwatchError(f"{label} must be 1/true or 0/false.")
+        return flag in ("1", "true", "yes", "on")
+    if not isinstance(value, bool):
+        raise RecallwatchError(f"{label} must be 1/true or 0/false.")
+    return value
 
 
 # ---------------------------------------------------------------------------------- messages
@@ -540,7 +556,9 @@ def _deliver(channel: Channel, message: AlertMessage, *, now: datetime, timeout:
     elif channel.name == "slack":
         _post_json(channel.url, slack_body(message), {}, timeout)
     elif channel.name == "email":
-        smtp = smtplib.SMTP(channel.host, channel.port, timeout=timeout)
+        smtp = (smtplib.SMTP_SSL(channel.host, channel.port, timeout=timeout,
+                                 context=ssl.create_default_context()) if channel.tls
+                else smtplib.SMTP(channel.host, channel.port, timeout=timeout))
         try:
             if channel.starttls:
                 smtp.starttls(context=ssl.create_default_context())

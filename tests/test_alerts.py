@@ -120,6 +120,7 @@ class Mailbox:
     refuse: set = field(default_factory=set)   # recipients the server answers 550
     quit_reply: str = "221 Bye"   # the answer to QUIT, after the mail was taken
     delivered_to: list = field(default_factory=list)   # each mail's envelope recipients
+    over_tls: list = field(default_factory=list)   # per mail: whether its session was TLS
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if address in self.refuse:
@@ -128,6 +129,7 @@ class Mailbox:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
+        self.over_tls.append(server.transport.get_extra_info("ssl_object") is not None)
         self.delivered_to.append(sorted(envelope.rcpt_tos))
         self.messages.append(email.message_from_bytes(envelope.content,
                                                       policy=email.policy.default))
@@ -157,6 +159,55 @@ def smtp():
     box.port = controller.port
     yield box
     controller.stop()
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (its key beside it), trusted by the client
+    through SSL_CERT_FILE, as an organization's own CA would be."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now()
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    folder = tmp_path_factory.mktemp("tls")
+    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    return folder / "cert.pem", folder / "key.pem"
+
+
+def _tls_mailbox(certificate, monkeypatch, **server_options):
+    import ssl
+
+    cert, key = certificate
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    box = Mailbox()
+    # aiosmtpd offers AUTH only after its own STARTTLS unless told not to require it: a
+    # session that is TLS from the first byte is TLS all the same (Mailbox.over_tls)
+    options = ({"ssl_context": context, "auth_require_tls": False}
+               if server_options.pop("implicit")
+               else {"tls_context": context, "require_starttls": True})
+    controller = Controller(box, hostname="127.0.0.1", port=_free_port(),
+                            authenticator=box.authenticate, **options, **server_options)
+    controller.start()
+    box.port = controller.port
+    return box, controller
 
 
 # ---------------------------------------------------------------------------------- warehouse
@@ -1074,6 +1125,50 @@ def test_a_mail_the_server_took_is_sent_whatever_it_answers_to_quit(warehouse, s
     assert len(smtp.messages) == 1
     assert warehouse.execute("SELECT status, attempts, last_error FROM alerts").fetchall() == [
         ("sent", 1, None)]
+
+
+@pytest.mark.parametrize("setting", ["tls", "starttls"])
+def test_mail_goes_over_tls_from_the_first_byte_or_by_starttls(warehouse, certificate,
+                                                               monkeypatch, setting):
+    # SMTPS (port 465, TLS from the first byte) got a plain hello and never answered: every
+    # alert failed with "server disconnected". Both kinds carry the login and the mail in TLS.
+    box, controller = _tls_mailbox(certificate, monkeypatch, implicit=setting == "tls")
+    try:
+        insert_replay_day(warehouse, OPENED_DAY)
+        (mail,) = channels_from_env({
+            "RECALLWATCH_SMTP_HOST": "127.0.0.1", "RECALLWATCH_SMTP_PORT": str(box.port),
+            "RECALLWATCH_SMTP_USER": "alerts", "RECALLWATCH_SMTP_PASSWORD": SMTP_PASSWORD,
+            "RECALLWATCH_SMTP_FROM": SENDER, "RECALLWATCH_SMTP_TO": RECIPIENT,
+            f"RECALLWATCH_SMTP_{setting.upper()}": "1"})
+        summary = send_alerts(warehouse, CONFIG, [mail], now=morning_after(8), backoff=0.01)
+    finally:
+        controller.stop()
+    assert (summary.sent, summary.failed) == (1, 0), warehouse.execute(
+        "SELECT last_error FROM alerts").fetchall()
+    assert box.over_tls == [True] and box.logins == [("alerts", SMTP_PASSWORD)]
+
+
+def test_port_465_is_tls_unless_a_setting_says_otherwise(tmp_path):
+    given = {"RECALLWATCH_SMTP_HOST": "mx", "RECALLWATCH_SMTP_FROM": SENDER,
+             "RECALLWATCH_SMTP_TO": RECIPIENT}
+    (mail,) = channels_from_env({**given, "RECALLWATCH_SMTP_PORT": "465"})
+    assert (mail.port, mail.tls, mail.starttls, repr(mail)) == (
+        465, True, False, "Channel(email, 1 recipient(s), tls)")
+    (mail,) = channels_from_env({**given, "RECALLWATCH_SMTP_TLS": "yes"})
+    assert (mail.port, mail.tls) == (465, True)
+    (mail,) = channels_from_env({**given, "RECALLWATCH_SMTP_PORT": "465",
+                                 "RECALLWATCH_SMTP_TLS": "0"})
+    assert (mail.port, mail.tls) == (465, False)
+    (mail,) = channels_from_env({**given, "RECALLWATCH_SMTP_PORT": "587"})
+    assert (mail.port, mail.tls, mail.starttls) == (587, False, False)
+    with pytest.raises(RecallwatchError, match="cannot both be set"):
+        channels_from_env({**given, "RECALLWATCH_SMTP_TLS": "1",
+                           "RECALLWATCH_SMTP_STARTTLS": "1"})
+    path = tmp_path / "channels.toml"
+    path.write_text(f'[email]\nhost = "mx"\nfrom = "{SENDER}"\nto = "{RECIPIENT}"\n'
+                    'tls = true\n')
+    (mail,) = channels_from_file(path, {})
+    assert (mail.port, mail.tls) == (465, True)
 
 
 def test_a_recipient_the_server_refuses_makes_the_mail_failed_and_retried_to_it_alone(
