@@ -177,9 +177,17 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions,
             # the staged records are views over the file: judged while it is still there (a
             # converted trace or RAGAS file, a fetched object, goes when its block ends)
             with delivery.fetch() as fetched, ExitStack() as staged:
+                problem = "cannot be read as " + ("Parquet" if is_parquet(fetched)
+                                                  else "JSON Lines")
                 try:
-                    path, line_column, records = staged.enter_context(
-                        native_delivery(delivery, fetched, options, limit))
+                    try:
+                        path, line_column, records = staged.enter_context(
+                            native_delivery(delivery, fetched, options, limit))
+                    except RecallwatchError as exc:
+                        # its format refuses it (none matches, a RAGAS log without its
+                        # timestamp column, ...): the sentence ingest refuses it with
+                        problem = str(exc).removeprefix(f"{fetched}: ").rstrip(".")
+                        raise
                     stage_log_file(con, path, limit, line_column=line_column,
                                    shown_as=delivery.source, json_records=records)
                     # a table's records are its rows; a converted file's, the input's
@@ -192,9 +200,7 @@ def _records_frame(found, max_record_bytes: int, options: ReadOptions,
                     con.execute(
                         "INSERT INTO quality_records (file_no, line, place, file_read, parsed, "
                         "problem) VALUES ($file_no, 0, $place, false, false, $problem)",
-                        {"file_no": number, "place": name,
-                         "problem": "cannot be read as "
-                                    + ("Parquet" if is_parquet(fetched) else "JSON Lines")})
+                        {"file_no": number, "place": name, "problem": problem})
                     continue
                 parameters = fields.validate_parameters()
                 run_script(con, "validate_logs", parameters)

@@ -309,6 +309,72 @@ def test_otlp_list_of_exports_is_told_from_its_content(con, tmp_path, native_out
     assert result == replace_ids(expected, dict(zip(native_ids, trace_ids, strict=True)))
 
 
+def test_an_otlp_document_longer_than_the_sniffed_head_is_read_as_traces(con, tmp_path,
+                                                                         native_outcome):
+    # a pretty-printed export over 8 MiB was too long to sniff whole and was read as native
+    # JSON Lines: every line of it quarantined as invalid JSON, not one trace loaded
+    lines = tmp_path / "traces.jsonl"
+    trace_ids = traced(OtlpJsonLines(lines), CASES)
+    document = json.loads(lines.read_text().splitlines()[0])
+    spans = [span for line in lines.read_text().splitlines()
+             for span in json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]]
+    document["resourceSpans"][0]["scopeSpans"][0]["spans"] = spans
+    document["resourceSpans"][0]["resource"] = {"attributes": [
+        {"key": "padding", "value": {"stringValue": "x" * (9 * 1024 * 1024)}}]}
+    (tmp_path / "traces.json").write_text(json.dumps(document, indent=2))
+    lines.unlink()
+    result = load_and_score(con, tmp_path, tmp_path / "traces.json")   # no --format
+    native_ids, expected = native_outcome
+    assert result == replace_ids(expected, dict(zip(native_ids, trace_ids, strict=True)))
+
+
+def test_retrieval_documents_as_one_array_attribute_are_the_retrieved_chunks(con, tmp_path):
+    # OTLP may hold the documents as one attribute, an array of kvlists (as Phoenix's table
+    # holds them): the retriever loaded as having retrieved nothing, scored a real 0
+    def value(v):
+        return {"doubleValue": v} if isinstance(v, float) else {"stringValue": v}
+
+    def attribute(key, v):
+        return {"key": key, "value": value(v)}
+
+    start = 1793527200_000_000_000   # 2026-11-01T10:00:00Z
+    documents = [{"kvlistValue": {"values": [attribute("document.id", chunk_id),
+                                             attribute("document.score", chunk_score)]}}
+                 for chunk_id, chunk_score in (("a", 0.9), ("x", 0.5))]
+    write_jsonl(tmp_path / "traces.jsonl", [{"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "1" * 32, "spanId": "1" * 16, "startTimeUnixNano": str(start),
+         "attributes": [attribute("openinference.span.kind", "CHAIN"),
+                        attribute("input.value", "what is the minimum balance?"),
+                        attribute("metadata", json.dumps({"index_version": "idx-1",
+                                                          "gold_id": "g-1"}))]},
+        {"traceId": "1" * 32, "spanId": "2" * 16, "parentSpanId": "1" * 16,
+         "startTimeUnixNano": str(start + 1000),
+         "attributes": [attribute("openinference.span.kind", "RETRIEVER"),
+                        {"key": "retrieval.documents",
+                         "value": {"arrayValue": {"values": documents}}}]}]}]}]}])
+    load_and_score(con, tmp_path, tmp_path / "traces.jsonl")
+    assert con.sql("SELECT k, [(c.chunk_id, c.rank, c.score) FOR c IN retrieved] "
+                   "FROM requests").fetchall() == [(2, [("a", 1, 0.9), ("x", 2, 0.5)])]
+    assert con.sql("SELECT status, needed, covered FROM request_scores").fetchall() == [
+        ("scored", 3, 1)]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_phoenix_table_saved_as_one_json_list_scores_as_the_native_records(
+        con, tmp_path, native_outcome, indent):
+    # DataFrame.to_json(orient="records"): detected as spans, then the whole list was one
+    # record quarantined as "neither an OTLP trace export nor a Phoenix span row" (or, pretty-
+    # printed, every line as invalid JSON)
+    exporter = InMemorySpanExporter()
+    trace_ids = traced(exporter, CASES)
+    rows = json.loads(phoenix_frame(exporter.get_finished_spans()).reset_index().to_json(
+        orient="records", date_format="iso", date_unit="us"))
+    (tmp_path / "spans.json").write_text(json.dumps(rows, indent=indent))
+    result = load_and_score(con, tmp_path, tmp_path / "spans.json")   # no --format
+    native_ids, expected = native_outcome
+    assert result == replace_ids(expected, dict(zip(native_ids, trace_ids, strict=True)))
+
+
 def test_trace_without_retriever_and_bad_line_are_quarantined_not_dropped(con, tmp_path):
     path = tmp_path / "traces.jsonl"
     trace_ids = traced(OtlpJsonLines(path), [CASES[0], NO_RETRIEVAL])

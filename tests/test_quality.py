@@ -508,3 +508,18 @@ def test_the_tolerance_of_k_and_ranks_is_a_share_of_the_intervals_records(tmp_pa
     assert checks["k >= 1"]["success"] and checks["k >= 1"]["observed"] == "1 below 1"
     assert checks["ranks >= 1"]["success"] and checks["ranks >= 1"]["observed"] == "1 below 1"
     assert report.passed
+
+
+def test_a_log_its_format_refuses_fails_with_the_sentence_ingest_refuses_it_with(tmp_path):
+    # a RAGAS dataset without its timestamp column, a file of no known format: the gate named
+    # a readable CSV "cannot be read as JSON Lines", and the fix ingest names went unsaid
+    ragas = tmp_path / "eval.csv"
+    ragas.write_text('user_input,retrieved_context_ids\nq1,"[""a""]"\n')
+    message = gate_failure([ragas])
+    assert "eval.csv: a RAGAS dataset read as logs needs timestamp and index_version" in message
+    assert "cannot be read as JSON Lines" not in message
+    other = write_jsonl(tmp_path / "other.jsonl", [{"question": "q", "contexts": ["c"]}])
+    report = quality.validate_files([str(other)], DAY1, DAY2)
+    assert by_name(report)["files readable"]["example"].startswith(
+        f"{tmp_path.name}/other.jsonl: matches no known log format (its columns: contexts, "
+        "question)")

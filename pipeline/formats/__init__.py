@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,9 @@ PROBLEM_COLUMN = "problem"
 # The first JSON records read to recognise a file's format.
 SNIFF_RECORDS = 100
 SNIFF_BYTES = 8 * 1024 * 1024
+# How a whole-document OTLP JSON file (an export, or a list of them) longer than SNIFF_BYTES
+# begins: its first key.
+OTLP_OPENING = re.compile(r'\s*\[?\s*\{\s*"(resourceSpans|resource_spans)"\s*:')
 # A file holding either list of retrieved chunks is in the native format; one holding a
 # request_id that no other format recognises too (its records are judged one by one, so a
 # file of broken native records is quarantined record by record, not refused).
@@ -162,6 +166,10 @@ def column_names(path: Path) -> tuple[frozenset[str], bool]:
                         return frozenset(doc), True
                     if isinstance(doc, list) and doc and all(isinstance(d, dict) for d in doc):
                         return frozenset().union(*doc), True   # a list of exports
+                else:   # too long to parse here: an OTLP document opens with its resourceSpans
+                    opening = OTLP_OPENING.match(head.decode("utf-8-sig", errors="replace"))
+                    if opening:
+                        return frozenset({opening.group(1)}), True
     except (OSError, EOFError, UnicodeDecodeError):
         return frozenset(), False
     return frozenset(keys), parsed

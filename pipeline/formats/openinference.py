@@ -498,10 +498,21 @@ def _json_spans(path: Path, max_line_bytes: int) -> Iterator[Span | Problem]:
         elif isinstance(record, dict) and record.keys() & set(TRACE_ID_COLUMNS):
             number += 1
             yield _phoenix_span(number, record)
+        elif _phoenix_rows(record):   # a spans table saved as one list (orient="records")
+            for row in record:
+                number += 1
+                yield _phoenix_span(number, row)
         else:
             number += 1
             yield Problem(number, f"line {line}: neither an OTLP trace export (resourceSpans) "
                                   "nor a Phoenix span row (context.trace_id)", text)
+
+
+def _phoenix_rows(value) -> bool:
+    """Whether a JSON value is a list of Phoenix span rows (a spans dataframe saved with
+    `to_json(orient="records")`)."""
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(row, dict) and row.keys() & set(TRACE_ID_COLUMNS) for row in value)
 
 
 def _json_document(path: Path) -> list[Span] | None:
@@ -513,6 +524,8 @@ def _json_document(path: Path) -> list[Span] | None:
             document = json.loads(fh.read().decode("utf-8-sig"))
     except (OSError, EOFError, UnicodeDecodeError, ValueError, RecursionError):
         return None
+    if _phoenix_rows(document):
+        return [_phoenix_span(number, row) for number, row in enumerate(document, start=1)]
     exports = document if isinstance(document, list) else [document]
     if not all(isinstance(e, dict) and e.keys() & OTLP_KEYS for e in exports):
         return None
@@ -568,6 +581,9 @@ def _otlp_span(number: int, span: dict) -> Span:
             attributes[key] = value
     if METADATA in attributes:
         attributes[METADATA] = _metadata(attributes[METADATA])
+    # the documents as one attribute, an array of {document.id, ...} kvlists, as Phoenix's
+    # table holds them
+    listed = _documents(attributes.pop(DOCUMENTS, None))
     kind = attributes.get(KIND)
     start = _get(span, "startTimeUnixNano", "start_time_unix_nano")
     return Span(number, _id(_get(span, "traceId", "trace_id")), _id(_get(span, "spanId",
@@ -575,7 +591,8 @@ def _otlp_span(number: int, span: dict) -> Span:
                 _id(_get(span, "parentSpanId", "parent_span_id")),
                 kind if isinstance(kind, str) else None,
                 _instant(int(start)) if str(start or "").isdigit() else None,
-                attributes, [documents[i] for i in sorted(documents)], _logged_start(start))
+                attributes, [documents[i] for i in sorted(documents)] or listed,
+                _logged_start(start))
 
 
 def _any_value(value: dict):
