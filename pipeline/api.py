@@ -238,13 +238,17 @@ def aggregate(warehouse: Warehouse, start: When = None, end: When = None, *,
     with connect(warehouse, must_exist=True) as con:
         config = settings.resolve(con, pass_mark=pass_mark)
         check_window(start, end)
+        keeps = False
         if keep:
             grains = config.grains if grain in config.grains else (*config.grains, grain)
             config = settings.check(replace(config, grains=grains))
-            if pass_mark is not None or grains != settings.in_force(con).grains:
-                settings.put_in_force(con, config)
-        return aggregate_windows(con, config, grain=grain, start=start, end=end,
-                                 progress=progress)
+            keeps = pass_mark is not None or grains != settings.in_force(con).grains
+        summary = aggregate_windows(con, config, grain=grain, start=start, end=end,
+                                    progress=progress)
+        # once aggregated: a refused day (scored only in part) puts nothing in force
+        if keeps:
+            settings.put_in_force(con, config)
+        return summary
 
 
 def report(warehouse: Warehouse, out_dir: str | os.PathLike, *, k: int | None = None,

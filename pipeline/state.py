@@ -255,10 +255,13 @@ def contiguous(days: list[datetime]) -> list[Window]:
 
 def retire(con, config: Config) -> None:
     """Remove the rows of routes and grains `config` no longer keeps (sql/retire_settings.sql),
-    when the warehouse holds any: the small tables that name every route and grain tell. Called
+    when the warehouse holds any: the tables that name every route and grain tell. Called
     when settings are changed (`config`), so the next `run` leaves what a fresh build with them
     would."""
+    # request_scores too: a route scored only in part (score with bounds inside a day) has
+    # scores but no score_windows row, and aggregate and drift would spread them
     held = con.execute("SELECT DISTINCT route, NULL FROM score_windows UNION "
+                       "SELECT DISTINCT route, NULL FROM request_scores UNION "
                        "SELECT DISTINCT route, grain FROM window_metrics").fetchall()
     if all(route in config.routes and (grain is None or grain in config.grains)
            for route, grain in held):

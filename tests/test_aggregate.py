@@ -607,3 +607,24 @@ def test_a_scored_request_delivered_again_by_another_file_with_other_content_is_
     aggregate(con, start=datetime(2026, 11, 1), end=datetime(2026, 11, 2))
     assert con.sql("SELECT n, mean_recall FROM window_metrics WHERE k = 5 "
                    "AND slice = 'all'").fetchall() == [(2, 0.25)]
+
+
+def test_a_refused_aggregate_puts_neither_its_pass_mark_nor_its_grain_in_force(
+        run_cli, tmp_path):
+    # the day holds a request logged after it was scored: `aggregate --window hour
+    # --pass-mark 0.5` is refused (exit 2), yet it left 0.5 and the hour grain in force, so
+    # the next `run` re-aggregated every day with them
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs" / "a.jsonl", [request("r-1", ["a"], ts="2026-11-01T10:00:00Z")])
+    assert run_cli("run", "--logs", tmp_path / "logs", "--gold", tmp_path / "gold.jsonl",
+                   "--gold-version", "v1", "--out", "")[0] == 0
+    write_jsonl(tmp_path / "logs" / "b.jsonl", [request("r-2", ["a"], ts="2026-11-01T11:00:00Z")])
+    assert run_cli("ingest", "logs", tmp_path / "logs")[0] == 0
+    code, _, err = run_cli("aggregate", "--window", "hour", "--pass-mark", "0.5")
+    assert code == 2 and "2026-11-01 is scored only in part on route ids" in err
+    code, out, _ = run_cli("config")
+    assert code == 0 and "pass mark 0.7\ngrains day\n" in out
+    # scored whole, the same command puts both in force
+    assert run_cli("score")[0] == 0
+    assert run_cli("aggregate", "--window", "hour", "--pass-mark", "0.5")[0] == 0
+    assert "pass mark 0.5\ngrains day,hour\n" in run_cli("config")[1]

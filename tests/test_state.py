@@ -361,3 +361,26 @@ def test_a_day_with_sessions_without_a_size_histogram_is_re_aggregated(con, tmp_
     got = con.sql("SELECT * FROM window_sums WHERE window_start >= '2026-11-02' ORDER BY ALL"
                   ).fetchall()
     assert got == [row for row in sums if row[0] >= datetime(2026, 11, 2)]
+
+
+def test_a_route_scored_only_in_part_and_taken_out_of_force_leaves_no_rows(tmp_path, capsys):
+    # passages scored on half a day has scores but no record of a day scored whole: taking
+    # the route out of force left them, and `run` aggregated and judged them as if in force
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"], gold_passages=["the fee"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r{d}-{h}", [{"chunk_id": "a", "text": "the fee"}],
+                ts=f"2026-11-0{d}T{h:02d}:00:00Z") for d in (1, 2) for h in (9, 15)])
+    changed, fresh = tmp_path / "changed.duckdb", tmp_path / "fresh.duckdb"
+    for path in (changed, fresh):
+        cli_run(path, "run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+                "--gold-version", "v1", "--out", "")
+    cli_run(changed, "config", "--routes", "ids,passages")
+    cli_run(changed, "score", "--start", "2026-11-01T00:00", "--end", "2026-11-01T12:00")
+    cli_run(changed, "config", "--routes", "ids")
+    cli_run(changed, "run", "--out", "")
+    capsys.readouterr()
+    with connect(changed, read_only=True) as con:
+        assert con.sql("SELECT DISTINCT route FROM request_scores").fetchall() == [("ids",)]
+        assert con.sql("SELECT count(*) FROM drift_events WHERE route = 'passages'"
+                       ).fetchall() == [(0,)]
+    assert built(changed) == built(fresh)
