@@ -26,7 +26,9 @@ SELECT slice, CAST(window_start AS DATE) AS day, index_version, change_point, n,
        CAST(baseline_start AS DATE) AS baseline_start, CAST(baseline_end AS DATE) AS baseline_end,
        baseline_n, value, baseline_value, delta, delta_low, delta_high, margin, method,
        decision, state, episode_id, min_detectable_delta, n_needed,
-       regexp_extract(built_with, 'baseline=([^;]*)', 1) AS baseline
+       regexp_extract(built_with, 'baseline=([^;]*)', 1) AS baseline,
+       -- windows between a trailing baseline and the window judged (anytime mode)
+       coalesce(TRY_CAST(regexp_extract(built_with, ';gap=([0-9]+)', 1) AS INTEGER), 0) AS gap
 FROM drift_events
 WHERE grain = 'day' AND route = $route AND k = $k AND gold_version = $gold_version
   AND metric = 'mean_recall' AND list_contains($slices, slice)

@@ -637,6 +637,39 @@ def test_a_slice_never_compared_with_a_baseline_says_so(tmp_path):
     assert "No day of this slice has been compared" not in html
 
 
+def test_a_trailing_baseline_still_in_its_anytime_gap_is_not_said_never_to_form(tmp_path):
+    # 14 days of one index version and trailing:7 in anytime mode: the baseline and its gap
+    # take 2N = 14 days, the 15th is compared. The report said no day had been compared
+    # because each version serves fewer days than the baseline needs (use another baseline)
+    from conftest import golden, request, write_jsonl
+
+    from pipeline.config import put_in_force, resolve
+    from pipeline.run import run
+    from pipeline.warehouse import connect
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r-{d}-{i}", ["a", "b"][: 1 + i % 2], ts=f"2026-11-{d:02d}T1{i}:00:00Z")
+        for d in range(1, 15) for i in range(4)])
+    with connect(tmp_path / "w.duckdb") as con:
+        put_in_force(con, resolve(con, baselines={"*": "trailing:7"}))
+        run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1")
+        assert con.sql("SELECT DISTINCT decision FROM drift_events").fetchall() == [
+            ("baseline",)]
+        html = Path(write_report(con, tmp_path / "report")).read_text(encoding="utf-8")
+        assert "No day of this slice has been compared" not in html
+        # a fixed look (no gap) and a new index every 5 days: trailing:7 never forms, it says so
+        put_in_force(con, resolve(con, drift_mode="fixed"))
+        write_jsonl(tmp_path / "logs.jsonl", [
+            request(f"r-{d}-{i}", ["a", "b"][: 1 + i % 2], ts=f"2026-11-{d:02d}T1{i}:00:00Z",
+                    index_version=f"idx-{(d - 1) // 5}")
+            for d in range(1, 15) for i in range(4)])
+        run(con, logs=[str(tmp_path / "logs.jsonl")])
+        html = Path(write_report(con, tmp_path / "report")).read_text(encoding="utf-8")
+    assert "No day of this slice has been compared" in html
+
+
 def test_days_where_no_request_was_scored_draw_no_empty_charts(tmp_path):
     # every request names a golden the gold set lacks: nothing is scored; the report drew
     # empty daily and rate charts and a drift timeline shading nine "baseline" days at 0

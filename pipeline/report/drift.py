@@ -165,7 +165,8 @@ def slice_timeline(scope: Scope, name: str, windows: list[dict], episodes: list[
 
 def _never_compared(windows: list[dict]) -> str | None:
     """The slice's baseline (first:N or trailing:N) when NEVER_COMPARED_DAYS of its days and
-    more all formed a baseline though N are fewer, else None."""
+    more all formed a baseline though the days it needs are fewer (a trailing baseline in
+    anytime mode: N and the gap of N before the day judged), else None."""
     if len(windows) < NEVER_COMPARED_DAYS or any(r["decision"] != "baseline" for r in windows):
         return None
     text = windows[-1].get("baseline")
@@ -173,7 +174,8 @@ def _never_compared(windows: list[dict]) -> str | None:
         baseline = parse_baseline(text) if text else None
     except RecallwatchError:   # a row of a release that stored another spelling
         return None
-    if baseline is None or baseline.windows is None or baseline.windows >= NEVER_COMPARED_DAYS:
+    if baseline is None or baseline.windows is None or (
+            baseline.windows + (windows[-1].get("gap") or 0) >= NEVER_COMPARED_DAYS):
         return None
     return text
 
