@@ -268,13 +268,17 @@ def test_rescoring_changes_nothing(con, tmp_path):
     assert snapshot(con) == before
 
 
-def test_small_batches_score_like_one(con, tmp_path):
-    texts = [chunk(f"c{i}", f"passage number {i} about fees") for i in range(12)]
+@pytest.mark.parametrize("bound, filler", [
+    ({"batch_pairs": 5}, ""),
+    # long texts: a batch is bounded by its bytes before its pairs
+    ({"batch_bytes": 4_000}, " and more words about the monthly fee" * 40)])
+def test_small_batches_score_like_one(con, tmp_path, bound, filler):
+    texts = [chunk(f"c{i}", f"passage number {i} about fees{filler}") for i in range(12)]
     load(con, tmp_path, [golden("g-1", ["a"], gold_passages=[
-        "passage number 7 about fees", "passage number 11 about fees", "unrelated"])],
-         [request("r-1", texts)], cutoffs=(1, 12))
+        f"passage number 7 about fees{filler}", f"passage number 11 about fees{filler}",
+        "unrelated"])], [request("r-1", texts)], cutoffs=(1, 12))
     whole = at_k(con, "r-1")
-    register(PassagesRoute(batch_pairs=5))
+    register(PassagesRoute(**bound))
     try:
         score(con, routes=BOTH, cutoffs=(1, 12))
         assert at_k(con, "r-1") == whole
@@ -296,22 +300,6 @@ def test_long_texts_make_smaller_batches_not_more_memory():
     # than the bound on its own passes whole
     assert [b.num_rows for b in gathered] == [40, 40, 20, 20, 20, 20, 10]
     assert all(b.nbytes <= 30_000 for b in gathered[:-1]) and gathered[-1].nbytes > 30_000
-
-
-def test_a_byte_bound_batch_scores_like_one(con, tmp_path):
-    filler = " and more words about the monthly fee" * 40
-    texts = [chunk(f"c{i}", f"passage number {i} about fees{filler}") for i in range(12)]
-    load(con, tmp_path, [golden("g-1", ["a"], gold_passages=[
-        f"passage number 7 about fees{filler}", f"passage number 11 about fees{filler}",
-        "unrelated"])], [request("r-1", texts)], cutoffs=(1, 12))
-    whole = at_k(con, "r-1")
-    register(PassagesRoute(batch_bytes=4_000))
-    try:
-        score(con, routes=BOTH, cutoffs=(1, 12))
-        assert at_k(con, "r-1") == whole
-    finally:
-        register(PassagesRoute())
-    assert whole == {1: pytest.approx(2 / 3), 12: pytest.approx(2 / 3)}
 
 
 @pytest.mark.slow
