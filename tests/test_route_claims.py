@@ -551,10 +551,10 @@ def test_cli_dry_run_makes_no_call_and_prints_the_estimate(run_cli, tmp_path, mo
     assert all(SECRET not in text for text in (out, err, out2, err2, out3, err3, out4, err4))
 
 
-def _one_request_on_the_claims_route(run_cli, tmp_path) -> None:
+def _one_request_on_the_claims_route(run_cli, tmp_path, *more) -> None:
     write_jsonl(tmp_path / "gold.jsonl", [{"gold_id": "g-1", "question": "q?",
                                            "gold_chunk_ids": ["urban"], "claims": CLAIMS}])
-    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", CHUNKS)])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", CHUNKS), *more])
     run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
     run_cli("ingest", "logs", tmp_path / "logs.jsonl")
     run_cli("config", "--routes", "ids,claims")
@@ -564,11 +564,14 @@ def test_cli_without_a_judge_skips_the_claims_route_with_one_line(run_cli, tmp_p
                                                                    monkeypatch):
     for name in ("RECALLWATCH_JUDGE_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-    _one_request_on_the_claims_route(run_cli, tmp_path)
-    code, out, err = run_cli("score")
+    # days apart, so scored as windows of their own: said once, not once a window
+    _one_request_on_the_claims_route(run_cli, tmp_path, *(
+        request(f"r-{day}", CHUNKS, ts=f"2026-11-{day:02d}T10:00:00Z") for day in (3, 5)))
+    code, out, err = run_cli("run", "--out", tmp_path / "report")
     assert code == 0, err
-    assert "claims route not judged" in out + err and "RECALLWATCH_JUDGE_MODEL" in out + err
-    assert "route ids" in out and "route claims" not in out
+    assert (out + err).count("claims route not judged") == 1, out + err
+    assert "RECALLWATCH_JUDGE_MODEL" in out + err
+    assert "route ids" in out and "route claims" not in out and "3 day window(s)" in out
 
 
 @pytest.mark.parametrize("env, refused", [

@@ -247,7 +247,8 @@ class ClaimsRoute:
     with its --judge-model, --lang, --max-calls and --max-tokens); the built-in one reads the
     judge from the environment when it scores. Without a judge a request keeps a verdict a
     judge already gave on its claims and context, and the others are `not_judged`; `report`
-    gets NO_JUDGE once."""
+    gets NO_JUDGE once for the route registered (the CLI registers one per command), not once
+    for each window."""
 
     name: str = ROUTE_NAME
     needs: tuple[str, ...] = ("claims", "reference")
@@ -257,6 +258,8 @@ class ClaimsRoute:
     # calls and tokens this route's judge spent so far: its max_calls / max_tokens bound them
     # all, over every batch and stretch of days of the command that registered it
     spent: list[int] = field(default_factory=lambda: [0, 0], compare=False, repr=False)
+    # whether NO_JUDGE was said: once for the command, not once for each window it scores
+    told: list[bool] = field(default_factory=lambda: [False], compare=False, repr=False)
     whole_context: ClassVar[bool] = True
     budget_per_batch: ClassVar[bool] = False
     # 2: no_context_text for served chunks without a text; 3: a chunk logged with its text in
@@ -276,8 +279,9 @@ class ClaimsRoute:
         rows = _served_contexts(con, params)
         judge = self.judge if self.judge is not None else configured_judge()
         say = self.report or log.warning
-        if judge is None and rows:
+        if judge is None and rows and not self.told[0]:
             say(NO_JUDGE)
+            self.told[0] = True
         if judge is not None and not self.budget_per_batch:
             calls, tokens = self.spent
             judge = dataclasses.replace(
