@@ -185,6 +185,7 @@ def import_claims(con, path: str | Path, gold_version: str) -> int:
     known = {row[0] for row in con.execute(
         "SELECT gold_id FROM goldens WHERE gold_version = $v", {"v": gold_version}).fetchall()}
     wanted: dict[str, tuple[str, ...]] = {}
+    lines_of: dict[str, int] = {}
     try:
         # JSON Lines end at '\n' alone: a claim may hold U+2028 or U+0085, which
         # splitlines() would break at; a byte-order mark is no part of the first line
@@ -211,6 +212,13 @@ def import_claims(con, path: str | Path, gold_version: str) -> int:
             raise RecallwatchError(
                 f"{path} line {number}: gold_id {gold_id!r} is not in gold set {gold_version}; "
                 "fix it and import again (nothing was changed).")
+        if gold_id in lines_of:
+            # the later line would replace the earlier one's claims without a word
+            raise RecallwatchError(
+                f"{path} names gold_id {gold_id!r} twice (lines {lines_of[gold_id]} and "
+                f"{number}): give all of a golden's claims on one line and import again "
+                "(nothing was changed).")
+        lines_of[gold_id] = number
         half = next((h for h in map(half_character, [gold_id, *claims]) if h), None)
         if half is not None:
             raise RecallwatchError(

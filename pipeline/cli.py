@@ -1040,13 +1040,17 @@ def _run_commands(sub, command) -> None:
     p.add_argument("--out", required=True, metavar="FILE", help="the scores (JSON Lines)")
     p.add_argument("--config", metavar="JSON", help="the contract's configuration, e.g. "
                                                     "'{\"lang\": \"de\", \"max\": 10}'")
+    p.add_argument("--max-record-bytes", type=_positive, default=None,
+                   help="a longer JSON line stops the command (default "
+                        f"{DEFAULT_MAX_RECORD_BYTES // (1 << 20)} MiB)")
     p.set_defaults(func=cmd_score_dataset)
 
 
 def cmd_score_dataset(args) -> None:
     from pipeline import contract
 
-    results = contract.score_file(args.file, args.out, contract.config_from_json(args.config))
+    results = contract.score_file(args.file, args.out, contract.config_from_json(args.config),
+                                  max_record_bytes=args.max_record_bytes)
     print(f"scored {printable(args.file)} into {printable(args.out)}: "
           f"{contract.describe(results)}")
 

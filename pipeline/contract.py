@@ -84,18 +84,24 @@ def validate_config(config: Mapping | None) -> dict:
             f"the config key {key!r} is {config[key]!r}, but it must be "
             f"{properties[key]['description']}.")
     for key, value in config.items():
-        # Python reads 1e400 as inf: a score of NaN or Infinity reaches a file no JSON reader
-        # opens
-        if isinstance(value, float) and not math.isfinite(value):
+        # Python reads 1e400 as inf, and 1 with 400 zeros as an integer no float holds: a score
+        # of NaN or Infinity reaches a file no JSON reader opens
+        if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and not _finite(value):
             raise RecallwatchError(
-                f"the config key {key!r} is {value!r}, but it must be a finite number: "
+                f"the config key {key!r} is {_shown(value)}, but it must be a finite number: "
                 f"{properties[key]['description']}.")
+        if isinstance(value, str) and half_character(value):
+            raise RecallwatchError(
+                f"the config key {key!r} holds an unpaired surrogate "
+                f"({ascii(half_character(value))[1:-1]}, half of a character cut in two), but "
+                f"it must be {properties[key]['description']}.")
     filled = {key: spec["default"] for key, spec in properties.items() if "default" in spec}
     filled.update(config)
     # JSON Schema counts 2.0 as an integer: read it as one
     filled.update({key: int(filled[key]) for key, spec in properties.items()
                    if spec.get("type") == "integer" and key in filled})
-    if not math.isfinite(filled["max"] - filled["min"]):
+    if not _finite(filled["max"] - filled["min"]):
         raise RecallwatchError(
             f"the config keys 'min' ({filled['min']!r}) and 'max' ({filled['max']!r}) are "
             "too far apart: max - min must be a finite number.")
@@ -104,6 +110,19 @@ def validate_config(config: Mapping | None) -> dict:
             f"the config keys 'min' ({filled['min']!r}) and 'max' ({filled['max']!r}) are "
             "invalid: min must be below max.")
     return filled
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:   # an integer beyond the largest float
+        return False
+
+
+def _shown(value: int | float) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return f"an integer of {len(str(abs(value)))} digits"
 
 
 def config_from_json(text: str | None) -> dict:
@@ -120,6 +139,10 @@ def config_from_json(text: str | None) -> dict:
         raise RecallwatchError(
             "--config is nested too deeply to read: give an object such as "
             "'{\"lang\": \"de\"}'.") from None
+    except ValueError:   # an integer of more digits than Python converts
+        raise RecallwatchError(
+            "--config holds a number too large to read: give an object such as "
+            "'{\"lang\": \"de\", \"max\": 10}'.") from None
     if not isinstance(value, dict):
         raise RecallwatchError("--config must be a JSON object such as '{\"lang\": \"de\"}'.")
     return value
@@ -244,6 +267,12 @@ def _input_id(number: int, value) -> str | int:
     as Spark or a database writes an integer ID, is its integer)."""
     if isinstance(value, decimal.Decimal) and value.is_finite() and value == value.to_integral():
         return int(value)
+    if isinstance(value, str) and half_character(value):
+        # written to the scores, which no UTF-8 file can hold: refused before any call
+        raise RecallwatchError(
+            f"row {number}: input_id holds an unpaired surrogate "
+            f"({ascii(half_character(value))[1:-1]}, half of a character cut in two), which is "
+            "no text; fix the dataset.")
     if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     raise RecallwatchError(
@@ -297,10 +326,10 @@ def _prepare(number: int, row: Mapping) -> tuple[str | None, tuple[str, ...]]:
 
 # ---------------------------------------------------------------------------------- files
 
-def read_dataset(path: str | Path) -> list[dict]:
+def read_dataset(path: str | Path, max_record_bytes: int | None = None) -> list[dict]:
     """The rows of a gdi_text_v1 dataset file: JSON Lines, Parquet or CSV (which has no lists:
     a cell holding a JSON array is read as that list). A file without one of the columns is
-    an error naming it."""
+    an error naming it, as is a JSON line longer than max_record_bytes (default 8 MiB)."""
     file = single_file(str(path), TABLE_SUFFIXES)
     name = file.name.lower()
     if name.endswith(".parquet"):
@@ -320,7 +349,7 @@ def read_dataset(path: str | Path) -> list[dict]:
         except csv.Error as exc:   # a field over the record size limit, ...
             raise RecallwatchError(f"{file}: not a readable CSV file ({exc}).") from None
     else:
-        rows = list(_json_rows(file))
+        rows = list(_json_rows(file, max_record_bytes or DEFAULT_MAX_RECORD_BYTES))
     columns = set().union(*(row.keys() for row in rows)) if rows else set()
     missing = [column for column in COLUMNS if column not in columns]
     if rows and missing:
@@ -351,8 +380,8 @@ def _csv_cell(value: str | None):
     return value
 
 
-def _json_rows(file: Path) -> Iterable[dict]:
-    for number, text, reason, _raw in read_json_lines(file, DEFAULT_MAX_RECORD_BYTES):
+def _json_rows(file: Path, max_record_bytes: int) -> Iterable[dict]:
+    for number, text, reason, _raw in read_json_lines(file, max_record_bytes):
         if text is None:
             raise RecallwatchError(f"{file} line {number}: {reason}; fix the line and run "
                                    "again.")
@@ -418,13 +447,13 @@ def _check_not_input(path: str | Path, out: str | Path) -> None:
 
 
 def score_file(path: str | Path, out: str | Path, config: Mapping | None = None, *,
-               client=None) -> list[dict]:
+               client=None, max_record_bytes: int | None = None) -> list[dict]:
     """Score a dataset file (read_dataset) into a JSON Lines file; returns the results. The
     configuration is checked before the file is read."""
     validate_config(config)
     _check_writable(out)   # before any judge call is paid for
     _check_not_input(path, out)
-    results = score_rows(read_dataset(path), config, client=client)
+    results = score_rows(read_dataset(path, max_record_bytes), config, client=client)
     write_scores(out, results)
     return results
 

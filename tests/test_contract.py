@@ -416,3 +416,46 @@ def test_out_elsewhere_still_written(tmp_path, run_cli):
     code, _, err = run_cli("score-dataset", data, "--out", tmp_path / "scores.jsonl")
     assert code == 0, err
     assert json.loads((tmp_path / "scores.jsonl").read_text())["status"] == "no_evidence"
+
+
+@pytest.mark.parametrize("config, named", [
+    ('{"max": 1' + "0" * 400 + "}", "'max'"),       # an int: OverflowError after the calls
+    ('{"weight": 1' + "0" * 400 + "}", "'weight'"),  # written as a number no reader holds
+    ('{"max": 1' + "0" * 5000 + "}", "--config"),    # past Python's int digits: ValueError
+])
+def test_a_config_integer_too_large_to_be_finite_is_one_sentence_before_any_call(
+        server, run_cli, tmp_path, config, named):
+    good = write_jsonl(tmp_path / "good.jsonl", [row()])
+    code, _, err = run_cli("score-dataset", good, "--out", tmp_path / "out.jsonl",
+                           "--config", config)
+    assert code == 2 and named in err and "internal error" not in err, err
+    assert err.count("\n") == 1
+    assert server.calls == 0 and not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("field", ["input_id", "metric_name"])
+def test_half_a_character_in_the_input_id_or_metric_name_is_one_sentence_before_any_call(
+        server, run_cli, tmp_path, field):
+    # both are written to the scores: a lone "\ud83d" was an internal error once the judge
+    # had been paid, and nothing was written
+    data = tmp_path / "data.jsonl"
+    bad = row("q-\ud83d") if field == "input_id" else row()
+    data.write_text(json.dumps(bad) + "\n", encoding="utf-8")
+    config = '{"metric_name": "recall \\ud83d"}' if field == "metric_name" else None
+    code, _, err = run_cli("score-dataset", data, "--out", tmp_path / "out.jsonl",
+                           *(["--config", config] if config else []))
+    assert code == 2 and "internal error" not in err, err
+    assert f"{field}" in err and "unpaired surrogate (\\ud83d" in err and err.count("\n") == 1
+    assert server.calls == 0 and not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_dataset_line_over_the_record_limit_is_read_with_max_record_bytes(
+        server, run_cli, tmp_path):
+    # the error said "raise it with --max-record-bytes", an option score-dataset did not have
+    data = write_jsonl(tmp_path / "data.jsonl", [row(context=CONTEXT + ["x" * 2000])])
+    out = tmp_path / "out.jsonl"
+    code, _, err = run_cli("score-dataset", data, "--out", out, "--max-record-bytes", "1000")
+    assert code == 2 and "record too large" in err and "--max-record-bytes" in err, err
+    code, _, err = run_cli("score-dataset", data, "--out", out, "--max-record-bytes", "10000")
+    assert code == 0, err
+    assert json.loads(out.read_text())["score"] == 0.75

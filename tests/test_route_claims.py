@@ -668,3 +668,15 @@ def test_claims_with_line_separators_or_a_byte_order_mark_import_as_exported(con
     assert import_claims(con, bom, "v1") == 1
     assert con.execute("SELECT claim FROM golden_claims WHERE gold_id = 'g-2'").fetchall() == [
         ("fee: 10",)]
+
+
+def test_a_claims_file_naming_a_golden_twice_is_refused_and_changes_nothing(con, tmp_path):
+    # the second line replaced the first silently: the claims of the first were lost
+    load(con, tmp_path, [{"gold_id": "g-1", "question": "q?", "claims": ["A holds."]}],
+         [request("r-1", CHUNKS)])
+    path = tmp_path / "claims.jsonl"
+    write_jsonl(path, [{"gold_id": "g-1", "claims": ["B holds."]},
+                       {"gold_id": "g-1", "claims": ["C holds."]}])
+    with pytest.raises(RecallwatchError, match=r"names gold_id 'g-1' twice \(lines 1 and 2\)"):
+        import_claims(con, path, "v1")
+    assert con.sql("SELECT count(*) FROM golden_claims").fetchall() == [(0,)]
