@@ -880,3 +880,91 @@ def test_a_file_of_mostly_agentic_records_goes_the_line_way_before_a_whole_read(
     assert "read_jsonl_lines" in scripts
     assert con.sql("SELECT n_steps, chunk_ids FROM ranked_requests WHERE request_id = 's-7'"
                    ).fetchall() == [(2, ["a", "b"])]
+
+
+def test_a_fixed_size_list_of_chunks_is_a_list_as_in_json_lines(con, tmp_path):
+    # polars writes a column of pl.Array (and pyarrow of fixed_size_list) as a Parquet list
+    # whose Arrow schema says fixed_size_list: its chunks are the record's chunks
+    records = [request("r-1", [{"chunk_id": "a", "rank": 1}, {"chunk_id": "b", "rank": 2}]),
+               {**request("r-2", []), "retrieved": None,
+                "retrieval_steps": [[{"chunk_id": "c", "rank": 1}, {"chunk_id": "d", "rank": 2}]]}]
+    item = pa.struct([("chunk_id", pa.string()), ("rank", pa.int64())])
+    pq.write_table(pa.table({
+        **{key: [r[key] for r in records]
+           for key in ("request_id", "timestamp", "query", "index_version")},
+        "retrieved": pa.array([r["retrieved"] for r in records], pa.list_(item, 2)),
+        "retrieval_steps": pa.array([r.get("retrieval_steps") for r in records],
+                                    pa.list_(pa.list_(item, 2))),
+    }), tmp_path / "logs.parquet")
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
+    assert (summary.loaded, summary.quarantined) == (2, 0)
+    stored = "SELECT request_id, k, n_steps, retrieved FROM requests ORDER BY 1"
+    from_parquet = con.sql(stored).fetchall()
+    con.execute("DELETE FROM requests")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    assert from_parquet == con.sql(stored).fetchall()
+
+
+def test_a_uuid_id_is_its_text_as_in_json_lines(con, tmp_path):
+    # DuckDB's COPY ... TO (and pyarrow's pa.uuid()) write a UUID column with Parquet's UUID
+    # type: the ID is its canonical text, as a JSON Lines log writes it
+    import uuid
+
+    ids = [uuid.UUID(int=i * 0x1234567890ABCDEF) for i in (1, 2)]
+    pq.write_table(pa.table({
+        "request_id": pa.array([u.bytes for u in ids], pa.uuid()),
+        "timestamp": ["2026-11-01T10:00:00Z"] * 2, "query": ["q"] * 2,
+        "index_version": ["i"] * 2,
+        "session_id": pa.array([ids[0].bytes, None], pa.uuid()),
+        "retrieved": [[{"chunk_id": "a"}]] * 2,
+    }), tmp_path / "logs.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
+    assert (summary.loaded, summary.quarantined) == (2, 0)
+    assert con.sql("SELECT request_id, session_id FROM requests ORDER BY 1").fetchall() == [
+        (str(ids[0]), str(ids[0])), (str(ids[1]), None)]
+
+
+@pytest.mark.parametrize("damage", ["not utf-8", "corrupt page"])
+def test_a_parquet_file_whose_rows_cannot_be_read_is_one_clear_error(con, tmp_path, damage):
+    # its footer reads, so staging succeeds; its data does not: the file is named, its
+    # transaction rolled back, and the files before it stay loaded
+    write_jsonl(tmp_path / "a.jsonl", [request("before", ["a"])])
+    rows = 2_000
+    queries = (pa.array([b"ok"] * (rows - 1) + [b"caf\xe9"], pa.binary()).view(pa.string())
+               if damage == "not utf-8" else [f"query {i:05d} " * 8 for i in range(rows)])
+    pq.write_table(pa.table({
+        "request_id": [f"r-{i}" for i in range(rows)],
+        "timestamp": ["2026-11-01T10:00:00Z"] * rows, "query": queries,
+        "index_version": ["i"] * rows, "retrieved": [[{"chunk_id": "a"}]] * rows,
+    }), tmp_path / "b.parquet", compression="none", use_dictionary=False)
+    if damage == "corrupt page":
+        data = bytearray((tmp_path / "b.parquet").read_bytes())
+        for at in range(len(data) // 4, len(data) // 4 + 64):
+            data[at] ^= 0x5A
+        (tmp_path / "b.parquet").write_bytes(bytes(data))
+    with pytest.raises(RecallwatchError, match="b.parquet: cannot read this file"):
+        ingest_logs(con, [str(tmp_path / "a.jsonl"), str(tmp_path / "b.parquet")])
+    assert con.sql("SELECT source LIKE '%a.jsonl' FROM ingest_files").fetchall() == [(True,)]
+    assert con.sql("SELECT request_id FROM requests").fetchall() == [("before",)]
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
+
+
+def test_columns_whose_names_differ_only_in_case_are_read_by_their_own_names(con, tmp_path):
+    # DuckDB matches names without case and renames a later clash (k_1): a field is read from
+    # the column of its own name, as JSON Lines reads its key, never from another's
+    records = [request("r-1", [{"RANK": "first", "rank": 2, "chunk_id": "b"},
+                               {"RANK": "second", "rank": 1, "chunk_id": "a"}],
+                       Query="What Is It?", K="five", k=1)]
+    records = [{"Query": r.pop("Query"), "K": r.pop("K"), **r} for r in records]
+    pq.write_table(pa.Table.from_pylist(records), tmp_path / "logs.parquet")
+    write_jsonl(tmp_path / "logs.jsonl", records)
+    summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
+    assert (summary.loaded, summary.quarantined) == (1, 0)
+    stored = "SELECT * EXCLUDE (source, line) FROM requests"
+    from_parquet = con.sql(stored).fetchall()
+    assert con.sql("SELECT query, k, chunk_ids FROM ranked_requests").fetchall() == [
+        ("what is the minimum balance?", 1, ["a", "b"])]
+    con.execute("DELETE FROM requests")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    assert from_parquet == con.sql(stored).fetchall()

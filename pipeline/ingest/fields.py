@@ -48,8 +48,11 @@ def _instant(arrow_type: pa.DataType) -> bool:
 
 def _id(arrow_type: pa.DataType) -> bool:
     # as in JSON: text or a whole number (an integer or a decimal of scale 0); a float (7.0),
-    # a fractional decimal, a bool or bytes is not an ID
-    return _text(arrow_type) or _integer(arrow_type)
+    # a fractional decimal, a bool or bytes is not an ID. A UUID column (DuckDB's COPY and
+    # pa.uuid() write Parquet's UUID type) is its canonical text, as JSON Lines logs it
+    return _text(arrow_type) or _integer(arrow_type) or (
+        isinstance(arrow_type, pa.BaseExtensionType)
+        and arrow_type.extension_name == "arrow.uuid")
 
 
 def _numeric(arrow_type: pa.DataType) -> bool:
@@ -227,14 +230,15 @@ def _parquet_field(field: Field, column: str,
     return f"NULL::{kind.staged_as}", f"{column} IS NOT NULL"
 
 
-def _parquet_fields(fields: tuple[Field, ...], types: dict[str, pa.DataType], owner: str,
+def _parquet_fields(fields: tuple[Field, ...], types: dict[str, pa.DataType],
+                    column_of: Callable[[str], str],
                     bind: BoundValues) -> tuple[list[str], str]:
-    """(`name := value` of each staged field, its first reason or NULL) over the columns of
-    `owner` (a lambda variable, or '' for the row itself)."""
+    """(`name := value` of each staged field, its first reason or NULL) over the columns
+    `column_of` gives the SQL reference of, by name."""
     q = quote_identifier
     values, errors = [], []
     for field in fields:
-        column = f"{owner}.{q(field.name)}" if owner else q(field.name)
+        column = column_of(field.name) if field.name in types else "NULL"
         value, bad = _parquet_field(field, column, types.get(field.name))
         values.append(f"{q(field.name)} := {value}")
         if bad:
@@ -242,9 +246,13 @@ def _parquet_fields(fields: tuple[Field, ...], types: dict[str, pa.DataType], ow
     return values, (f"CASE {' '.join(errors)} END" if errors else "NULL::VARCHAR")
 
 
-def parquet_request(types: dict[str, pa.DataType], bind: BoundValues) -> tuple[str, str]:
-    """(`logged` struct, first type error) of a Parquet record, from its file's column types."""
-    values, first_error = _parquet_fields(REQUEST_FIELDS, types, "", bind)
+def parquet_request(types: dict[str, pa.DataType], columns: dict[str, str],
+                    bind: BoundValues) -> tuple[str, str]:
+    """(`logged` struct, first type error) of a Parquet record, from its file's column types
+    and the names DuckDB reads its columns by (`columns`: DuckDB matches names without case,
+    so a later column whose name differs from an earlier one's only in case is k_1)."""
+    values, first_error = _parquet_fields(
+        REQUEST_FIELDS, types, lambda name: quote_identifier(columns[name]), bind)
     return f"struct_pack({', '.join(values)})", first_error
 
 
@@ -252,7 +260,10 @@ def parquet_item(item: pa.StructType, step: str, bind: BoundValues) -> str:
     """One Parquet item `x` at position `i` of step `step` as the staging struct: the fields
     and order sql/stage_logs_jsonl.sql gives a JSON item."""
     types = {item.field(i).name: item.field(i).type for i in range(item.num_fields)}
-    values, first_error = _parquet_fields(ITEM_FIELDS, types, "x", bind)
+    # by position: DuckDB matches a struct's field names without case (RANK before rank)
+    at = {item.field(i).name: i + 1 for i in range(item.num_fields)}
+    values, first_error = _parquet_fields(
+        ITEM_FIELDS, types, lambda name: f"struct_extract_at(x, {at[name]})", bind)
     values += [f"step := ({step})::INTEGER", "position := i::INTEGER",
                f"item_error := {first_error}"]
     return f"struct_pack({', '.join(values)})"

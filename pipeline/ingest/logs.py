@@ -180,11 +180,22 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int | None,
                 run_script(con, "forget_source", params)
             n_read = stage_log_file(con, path, max_record_bytes, line_column=line_column,
                                     shown_as=source, json_records=records)
-            n_loaded = load_staged(con, params, in_parts=not records and (
-                bool(line_column) or is_parquet(path)))
-            if not records and (line_column or is_parquet(path)):
-                run_script(con, "fill_parquet_raw", {**params, "path": str(path),
-                                                     "line_column": bool(line_column)})
+            parquet = not records and (bool(line_column) or is_parquet(path))
+            try:
+                n_loaded = load_staged(con, params, in_parts=parquet)
+                if parquet:
+                    run_script(con, "fill_parquet_raw", {**params, "path": str(path),
+                                                         "line_column": bool(line_column)})
+            except duckdb.Error as exc:
+                # a Parquet file is read as it is judged (a view): a footer that reads over
+                # pages that do not (corrupt, or text that is not UTF-8) fails here, not when
+                # it is staged; it is the file's problem, its transaction rolled back. DuckDB's
+                # reader says so as invalid input, an I/O error or a bare Error ("Out of
+                # buffer"); anything else (out of memory) is not the file's
+                if not parquet or not (type(exc) is duckdb.Error or isinstance(
+                        exc, (duckdb.InvalidInputException, duckdb.IOException))):
+                    raise
+                raise unreadable(source, exc) from None
             n_quarantined = count_quarantined(con, "logs", source, None)
             if previous:
                 # scores removed as scoring removes them; a day left with none is not
@@ -541,8 +552,10 @@ def _append_lines(con, lines: list[int], texts: list[str]) -> None:
 
 
 def _is_list(arrow_type: pa.DataType | None) -> bool:
+    # a fixed_size_list (polars' pl.Array) is a Parquet list too, read by DuckDB as a list
     return arrow_type is not None and (pa.types.is_list(arrow_type)
-                                       or pa.types.is_large_list(arrow_type))
+                                       or pa.types.is_large_list(arrow_type)
+                                       or pa.types.is_fixed_size_list(arrow_type))
 
 
 def _item_struct(arrow_type: pa.DataType | None, depth: int) -> pa.StructType | None:
@@ -600,11 +613,22 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
     converted_problem = bool(line_column) and PROBLEM_COLUMN in schema.names
     types = {f.name: f.type for f in schema if not pa.types.is_null(f.type)
              and f.name != line_column and not (converted_problem and f.name == PROBLEM_COLUMN)}
-    q = quote_identifier
+    # DuckDB reads a column whose name differs from an earlier one's only in case as name_1:
+    # each column by the name DuckDB gives it, in the file's order
+    read_names = [row[0] for row in con.execute(
+        "DESCRIBE SELECT * FROM read_parquet($path, hive_partitioning = false)",
+        {"path": str(path)}).fetchall()]
+    columns = (dict(zip(schema.names, read_names, strict=True))
+               if len(read_names) == len(schema.names)
+               else {name: name for name in schema.names})
+
+    def q(name: str) -> str:
+        return quote_identifier(columns.get(name, name))
+
     # a view: the file is read as validate_logs.sql and load_logs.sql read the view, never
     # copied into a staging table first
     bind = fields.ViewValues("stage_requests")
-    logged, type_error = fields.parquet_request(types, bind)
+    logged, type_error = fields.parquet_request(types, columns, bind)
 
     ret = q("retrieved") if "retrieved" in types else "NULL"
     steps = q("retrieval_steps") if "retrieval_steps" in types else "NULL"
