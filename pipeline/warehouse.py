@@ -5,6 +5,7 @@ step's writes in one transaction so that a window is replaced whole or not at al
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import importlib.resources
 import os
@@ -113,6 +114,8 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
                 "--warehouse at a path inside a writable directory.") from None
         if _cut_short(Path(target)):
             if read_only:
+                if _locked(Path(target)):   # another process is creating it right now
+                    raise _in_use(target)
                 raise RecallwatchError(
                     f"warehouse {target} holds nothing (its creation was interrupted): load "
                     "logs into it first (`recallwatch ingest logs PATH`).")
@@ -128,10 +131,7 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
         con = duckdb.connect(target, read_only=read_only)
     except duckdb.IOException as exc:
         if "lock" in str(exc).lower():
-            raise RecallwatchError(
-                f"warehouse {target} is in use by another recallwatch process; DuckDB allows one "
-                "writer at a time, so wait for it to finish and run again."
-            ) from None
+            raise _in_use(target) from None
         raise RecallwatchError(f"cannot open warehouse {target}: {exc}") from None
     con.execute("SET TimeZone = 'UTC'")
     # DuckDB would take 80% of the machine; a bounded share spills to disk instead, so the
@@ -163,6 +163,12 @@ def connect(path: str | os.PathLike | None = None, *, read_only: bool = False,
     if not read_only:
         _rekey_texts(con)
     return con
+
+
+def _in_use(target: str) -> RecallwatchError:
+    return RecallwatchError(
+        f"warehouse {target} is in use by another recallwatch process; DuckDB allows one "
+        "writer at a time, so wait for it to finish and run again.")
 
 
 def _rekey_texts(con) -> None:
@@ -237,17 +243,29 @@ def _refuse_other_files(path: Path) -> None:
             "to `recallwatch ingest`.")
 
 
+def _locked(path: Path) -> bool:
+    """Whether another process holds DuckDB's lock on `path` (only for a cut-short file: a
+    longer one is not opened, see _cut_short)."""
+    import fcntl  # POSIX, like DuckDB's own lock
+
+    try:
+        with open(path, "rb") as fh:
+            fcntl.lockf(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EACCES, errno.EAGAIN)
+    return False
+
+
 def _remove_cut_short(path: Path) -> None:
-    """Remove a cut-short database file so that DuckDB creates it anew, unless another process
-    holds DuckDB's lock on it (it is creating the file right now: DuckDB then says it is in
-    use)."""
+    """Remove a cut-short database file so that DuckDB creates it anew; one another process
+    holds DuckDB's lock on (it is creating the file right now) is in use."""
     import fcntl  # POSIX, like DuckDB's own lock
 
     with open(path, "rb+") as fh:
         try:
             fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return
+        except OSError:   # not "no DuckDB database" (_refuse_other_files): it is one, half made
+            raise _in_use(str(path)) from None
         if _headers_cut_short(fh):   # still, under the lock
             path.unlink()
 

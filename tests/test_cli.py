@@ -619,3 +619,84 @@ def test_a_baseline_pinned_to_an_index_that_only_served_beside_another_gets_a_no
     assert code == 0
     assert "no window of slice 'all' was served by index version 'idx-2' alone yet" in err
     assert "slice 'index_version=idx-2'" not in err
+
+
+@pytest.mark.skipif(__import__("shutil").which("strace") is None,
+                    reason="strace is not installed: only strace can kill the export at a "
+                           "given write to its file")
+@pytest.mark.parametrize("name", ["big.csv", "big.jsonl", "big.parquet"])
+def test_an_export_killed_mid_write_leaves_no_half_table_under_its_name(tmp_path, warehouse,
+                                                                        name):
+    # a web server or a script reading the file finds the whole table or none of it: strace
+    # kills `export` (SIGKILL: no handler) as it enters its first write to the file's name (a
+    # count of each thread's own: DuckDB writes from several)
+    connect(warehouse).close()
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("INSERT INTO quarantine SELECT 'logs.jsonl', i, 'bad record number ' || i, "
+                    "repeat('x', 200), 'logs', NULL FROM range(200000) t(i)")
+    target = (tmp_path / "out" / name).resolve()
+    target.parent.mkdir()
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("RECALLWATCH_")}
+    subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-P", str(target),
+                    "-e", "trace=pwrite64,write", "-e", "inject=pwrite64,write:signal=KILL:when=1",
+                    sys.executable, "-m", "pipeline.cli", "--warehouse", str(warehouse),
+                    "export", "quarantine", str(target)],
+                   capture_output=True, text=True, env=env, timeout=300, check=False)
+    whole = tmp_path / f"whole{target.suffix}"
+    assert cli.main(["--warehouse", str(warehouse), "export", "quarantine", str(whole)]) == 0
+    if target.exists():   # what is there under its name is the whole table
+        assert target.read_bytes() == whole.read_bytes()
+    assert [p.name for p in target.parent.iterdir()] in ([], [name])
+
+
+@pytest.mark.skipif(__import__("shutil").which("strace") is None,
+                    reason="strace is not installed: only strace can hold one report mid-write")
+def test_two_reports_written_at_once_into_one_directory_each_stay_whole(tmp_path, run_cli,
+                                                                         warehouse):
+    # readers share the warehouse, so a person's `report --out reports/latest --k 1` may run
+    # while the scheduled one writes there: strace holds the first as it moves its page onto
+    # report.html until the second has written and moved its own; the first must not have
+    # had its page overwritten (nor fail), and report.html is then one whole report, its own
+    import os
+    import time
+
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request(f"r-{i}", ["a", "c", "b"][: 1 + i % 3])
+                                          for i in range(30)])
+    assert run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+                   "--gold-version", "v1", "--out", "")[0] == 0
+    out = (tmp_path / "latest").resolve()
+    out.mkdir()
+    # no .pyc is written, so the report's is the command's only rename
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RECALLWATCH_")},
+           "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def command(k: int) -> list[str]:
+        return [sys.executable, "-m", "pipeline.cli", "--warehouse", str(warehouse),
+                "report", "--out", str(out), "--k", str(k)]
+
+    alone = {}
+    for k in (1, 3):
+        subprocess.run([*command(k)[:-5], "report", "--out", str(tmp_path / f"k{k}"), "--k",
+                        str(k)], check=True, capture_output=True, env=env, timeout=120)
+        alone[k] = (tmp_path / f"k{k}" / "report.html").read_bytes()
+    assert alone[1] != alone[3]
+    renames = "rename,renameat,renameat2"
+    held = subprocess.Popen(["strace", "-f", "-qq", "-o", os.devnull, "-e", f"trace={renames}",
+                             "-e", f"inject={renames}:delay_enter=10000000:when=1",
+                             *command(1)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(out.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)   # the first is writing its page
+        second = subprocess.run(command(3), capture_output=True, text=True, env=env,
+                                timeout=120)
+        assert second.returncode == 0, second.stderr
+        _, err = held.communicate(timeout=120)
+    finally:
+        held.kill()
+        held.wait()
+    assert held.returncode == 0, err
+    assert (out / "report.html").read_bytes() == alone[1]   # the last one renamed wins whole
+    assert [p.name for p in out.iterdir()] == ["report.html"]

@@ -336,3 +336,39 @@ def test_a_small_file_that_is_no_database_is_left_alone(tmp_path):
     with pytest.raises(RecallwatchError, match="is not a DuckDB database"):
         connect(notes)
     assert notes.read_text() == "not a warehouse\n"
+
+
+@pytest.mark.skipif(shutil.which("strace") is None,
+                    reason="strace is not installed: only strace can hold a run inside DuckDB's "
+                           "creation of the file")
+def test_a_warehouse_another_process_is_creating_is_in_use_not_a_data_file(tmp_path):
+    """Two commands start on a new warehouse at once (a scheduled task and a person): while
+    the first holds DuckDB's lock on a file whose headers are not written yet, the second is
+    told the warehouse is in use, as it is once the headers are there, not that it is no
+    DuckDB database (a data file) or that its creation was interrupted. strace holds the
+    first at its first write to the file."""
+    gold = write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    warehouse = (tmp_path / "new" / "recallwatch.duckdb").resolve()
+    first = subprocess.Popen(
+        ["strace", "-f", "-qq", "-o", os.devnull, "-P", str(warehouse), "-e", "trace=pwrite64",
+         "-e", "inject=pwrite64:delay_enter=5000000:when=1",
+         sys.executable, "-m", "pipeline.cli", "--warehouse", str(warehouse), "ingest", "gold",
+         str(gold), "--version", "v1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=_ENV)
+    try:
+        deadline = time.monotonic() + 60
+        while not warehouse.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert warehouse.exists() and warehouse.stat().st_size == 0
+        for read_only in (False, True):
+            with pytest.raises(RecallwatchError, match="is in use by another recallwatch"):
+                connect(warehouse, read_only=read_only)
+        assert warehouse.exists()   # still the first one's
+        out, err = first.communicate(timeout=120)
+    finally:
+        first.kill()
+        first.wait()
+    assert first.returncode == 0, out + err
+    assert "loaded 1" in out
+    with connect(warehouse, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM goldens").fetchall() == [(1,)]
