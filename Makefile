@@ -30,15 +30,16 @@ browser:
 	  fi; \
 	fi
 
-# strace stops a run at DuckDB's header writes in tests/test_crash.py; install it where we may.
+# strace stops a process at a chosen write (DuckDB's headers, an export, a report's rename) in
+# tests/test_crash.py and tests/test_cli.py; install it where we may.
 strace:
 	@if ! command -v strace >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    echo "installing strace for the crash tests"; \
+	    echo "installing strace for the tests that stop a process mid-write"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null) \
-	      || echo "could not install strace: one crash test will be skipped"; \
+	      || echo "could not install strace: the tests that stop a process mid-write will be skipped"; \
 	  else \
-	    echo "strace is not installed (apt-get install strace): one crash test will be skipped"; \
+	    echo "strace is not installed (apt-get install strace): the tests that stop a process mid-write will be skipped"; \
 	  fi; \
 	fi
 
