@@ -76,13 +76,24 @@ def test_ctrl_c_while_duckdb_runs_a_query_is_an_interrupt_not_a_bad_file(tmp_pat
             (share, done.stderr)
         if done.returncode == 0:   # it ended before the interrupt came
             continue
-        assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (
-            130, "recallwatch: interrupted"), (share, done.stderr)
+        if done.returncode == -signal.SIGINT and not done.stderr:
+            # it came as Python shut down, which gives SIGINT its default back first: the
+            # process ends as a shell's Ctrl-C ends one, its work all committed
+            with duckdb.connect(str(warehouse), read_only=True) as con:
+                assert con.execute("SELECT count(*) FROM requests").fetchone() == (300_000,)
+            continue
+        assert (done.returncode, done.stderr.strip().splitlines()[-1:]) == (
+            130, ["recallwatch: interrupted"]), (share, done.returncode, done.stderr)
         interrupts += 1
-        # nothing of the interrupted file was kept, and a second run loads all of it
+        # the interrupted file was kept whole or not at all (the interrupt may come after its
+        # commit, as the command prints or closes): a second run loads all of it, or finds it
+        # loaded
         again = subprocess.run(cli("--warehouse", warehouse, "ingest", "logs", logs), env=_ENV,
                                cwd=REPO, capture_output=True, text=True)
-        assert again.returncode == 0 and "loaded 300000" in again.stdout, again.stderr
+        assert again.returncode == 0, again.stderr
+        assert "loaded 300000" in again.stdout or "1 unchanged" in again.stdout, again.stdout
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM requests").fetchone() == (300_000,)
     assert interrupts >= 3, "the interrupts came too late to test anything"
 
 
