@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import re
+import shutil
 import subprocess
 import sys
 
@@ -621,7 +622,7 @@ def test_a_baseline_pinned_to_an_index_that_only_served_beside_another_gets_a_no
     assert "slice 'index_version=idx-2'" not in err
 
 
-@pytest.mark.skipif(__import__("shutil").which("strace") is None,
+@pytest.mark.skipif(shutil.which("strace") is None,
                     reason="strace is not installed: only strace can kill the export at a "
                            "given write to its file")
 @pytest.mark.parametrize("name", ["big.csv", "big.jsonl", "big.parquet"])
@@ -649,7 +650,7 @@ def test_an_export_killed_mid_write_leaves_no_half_table_under_its_name(tmp_path
     assert [p.name for p in target.parent.iterdir()] in ([], [name])
 
 
-@pytest.mark.skipif(__import__("shutil").which("strace") is None,
+@pytest.mark.skipif(shutil.which("strace") is None,
                     reason="strace is not installed: only strace can hold one report mid-write")
 def test_two_reports_written_at_once_into_one_directory_each_stay_whole(tmp_path, run_cli,
                                                                          warehouse):
