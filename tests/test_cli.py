@@ -623,7 +623,8 @@ def test_a_baseline_pinned_to_an_index_that_only_served_beside_another_gets_a_no
 
 
 @pytest.mark.skipif(shutil.which("strace") is None,
-                    reason="strace is not installed: only strace can kill the export at a "
+                    reason="strace is not installed (apt-get install strace; `make test` installs "
+                           "it as root): only strace can kill the export at a "
                            "given write to its file")
 @pytest.mark.parametrize("name", ["big.csv", "big.jsonl", "big.parquet"])
 def test_an_export_killed_mid_write_leaves_no_half_table_under_its_name(tmp_path, warehouse,
@@ -651,7 +652,8 @@ def test_an_export_killed_mid_write_leaves_no_half_table_under_its_name(tmp_path
 
 
 @pytest.mark.skipif(shutil.which("strace") is None,
-                    reason="strace is not installed: only strace can hold one report mid-write")
+                    reason="strace is not installed (apt-get install strace; `make test` installs "
+                           "it as root): only strace can hold one report mid-write")
 def test_two_reports_written_at_once_into_one_directory_each_stay_whole(tmp_path, run_cli,
                                                                          warehouse):
     # readers share the warehouse, so a person's `report --out reports/latest --k 1` may run

@@ -339,7 +339,8 @@ def test_a_small_file_that_is_no_database_is_left_alone(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("strace") is None,
-                    reason="strace is not installed: only strace can hold a run inside DuckDB's "
+                    reason="strace is not installed (apt-get install strace; `make test` installs "
+                           "it as root): only strace can hold a run inside DuckDB's "
                            "creation of the file")
 def test_a_warehouse_another_process_is_creating_is_in_use_not_a_data_file(tmp_path):
     """Two commands start on a new warehouse at once (a scheduled task and a person): while

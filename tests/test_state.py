@@ -322,16 +322,21 @@ def test_a_warehouse_keyed_by_an_earlier_release_is_keyed_again_and_its_days_res
             ("2",)]
 
 
-def test_a_day_with_sessions_aggregated_with_cr1_is_re_aggregated(con, tmp_path):
-    # an earlier release put the CR1 interval (G - 1 degrees of freedom) on a window whose
-    # sessions hold more than one request, too narrow when one of them dominates; the next run
-    # gives such days the bias-reduced one, and leaves days without such sessions alone
+def _run_a_day_one_session_dominates(con, tmp_path) -> None:
+    """Two days of 7 requests run: day 1 without sessions, day 2 with one session of 4."""
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
     logs = write_jsonl(tmp_path / "d.jsonl", [
         request(f"r{day}-{i}", ["a", "b"][: 1 + (i % 2)], ts=f"2026-11-0{day}T1{i}:00:00Z",
                 **({"session_id": "s0" if i < 4 else f"s{i}"} if day == 2 else {}))
         for day in (1, 2) for i in range(7)])
     run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+
+
+def test_a_day_with_sessions_aggregated_with_cr1_is_re_aggregated(con, tmp_path):
+    # an earlier release put the CR1 interval (G - 1 degrees of freedom) on a window whose
+    # sessions hold more than one request, too narrow when one of them dominates; the next run
+    # gives such days the bias-reduced one, and leaves days without such sessions alone
+    _run_a_day_one_session_dominates(con, tmp_path)
     current = rows(con, "window_metrics")
     con.execute("UPDATE window_sums SET cr2_size_sq = NULL")
     con.execute("UPDATE window_metrics SET ci_low = mean_recall - 0.01, "
@@ -346,12 +351,7 @@ def test_a_day_with_sessions_without_a_size_histogram_is_re_aggregated(con, tmp_
     # drift pools CR2 sums from window_sums.size_hist; an earlier release kept none, and the
     # next run re-aggregates the days whose sessions hold more than one request (a day of
     # single requests has its clusters in its sums) and judges their drift again
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
-    logs = write_jsonl(tmp_path / "d.jsonl", [
-        request(f"r{day}-{i}", ["a", "b"][: 1 + (i % 2)], ts=f"2026-11-0{day}T1{i}:00:00Z",
-                **({"session_id": "s0" if i < 4 else f"s{i}"} if day == 2 else {}))
-        for day in (1, 2) for i in range(7)])
-    run(con, logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"), gold_version="v1")
+    _run_a_day_one_session_dominates(con, tmp_path)
     sums = con.sql("SELECT * FROM window_sums ORDER BY ALL").fetchall()
     con.execute("UPDATE window_sums SET size_hist = NULL")
     summary = run(con)
