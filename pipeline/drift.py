@@ -643,8 +643,10 @@ def _fixed_look(base, win, base_session, win_session, base_mean, win_mean, confi
     rates = hybrid_difference_interval(
         base_value, _interval_of(base, base_mean, base_session, alpha, base_cr2),
         value, _interval_of(win, win_mean, win_session, alpha, win_cr2))
-    low = np.where(is_mean, mean_diff.low, rates.low)
-    high = np.where(is_mean, mean_diff.high, rates.high)
+    # a difference of two values in [0, 1] lies in [-1, 1], as _fixed_bound clips it: a side of
+    # two requests (t on 1 degree of freedom) reached [-2.2, 1.9] for a family of one slice
+    low = np.clip(np.where(is_mean, mean_diff.low, rates.low), -1.0, 1.0)
+    high = np.clip(np.where(is_mean, mean_diff.high, rates.high), -1.0, 1.0)
     se = np.asarray(mean_diff.se, dtype=float)
     df = np.where(np.isnan(np.asarray(mean_diff.df, dtype=float)), 1e6, mean_diff.df)
     with np.errstate(divide="ignore", invalid="ignore"):

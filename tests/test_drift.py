@@ -224,6 +224,30 @@ def test_trailing_baseline_ends_just_before_in_a_fixed_look_and_its_length_earli
     assert stale_drift(con, config)
 
 
+def test_a_fixed_look_judged_alone_keeps_its_interval_within_minus_1_and_1(con, tmp_path):
+    # a new index serves two requests on day 8: the slice 'all' is the only one of its family
+    # with a baseline (index_version=idx-2 has none yet), so its interval was stored as
+    # computed, [-2.17, 1.80] for a difference of two recalls, where a family of two slices
+    # has its bounds clipped to [-1, 1]
+    gold = [f"c{j}" for j in range(4)]
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", gold)])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r{d}-{i}", gold[:hit] + [f"x{j}" for j in range(4 - hit)],
+                ts=f"2026-11-{d:02d}T{10 + i}:00:00Z",
+                index_version="idx-1" if d < 8 else "idx-2")
+        for d in range(1, 9) for i, hit in enumerate((3, 4, 2) if d < 8 else (1, 2))])
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    put_in_force(con, resolve(con, drift_mode="fixed"))
+    drift(con)
+    rows = con.sql("SELECT slice, k, metric, delta, delta_low, delta_high FROM drift_events "
+                   "WHERE window_start = '2026-11-08' AND delta IS NOT NULL").fetchall()
+    assert {(slice_, metric) for slice_, k, metric, *_ in rows if k == 5} == {
+        ("all", metric) for metric in ("mean_recall", "pass_rate", "full_coverage_rate")}
+    for row in rows:
+        assert -1.0 <= row[4] <= row[3] <= row[5] <= 1.0, row
+
+
 def test_a_window_flagged_as_a_drop_joins_no_baseline_though_it_ends_a_rise(con, tmp_path):
     # a rise opens on 10-21; on 10-22 recall falls far below: the rise ends there and the
     # window's own decision is a drop, but only an open drop kept windows out, so 10-22

@@ -877,6 +877,28 @@ def test_a_before_after_side_near_1_has_its_interval_clipped_as_the_daily_rows(c
     assert (after["low"], after["high"]) == (pytest.approx(t_low), 1.0)
 
 
+def test_the_before_after_difference_of_a_tiny_side_stays_within_minus_1_and_1(con, tmp_path):
+    # before: every request found one of its two gold chunks (0.5, a proportion); after: two
+    # requests on one day found 1 and 0.5 (a t-interval on 1 degree of freedom, [-2.42, 3.67]
+    # unclipped). The side showed [0, 1], but the difference combined the unclipped interval
+    # and read [-2.93, 3.18] for two recalls, whose difference lies in [-1, 1].
+    r = before_after(con, tmp_path, GOLD, [
+        request(f"b-{d}", ["c-1"], ts=day(d)) for d in range(1, 8)] + [
+        request(f"a-8-{i}", chunks, ts=day(8, 10 + i), index_version="idx-2")
+        for i, chunks in enumerate((["n-1", "c-2"], ["n-1"]))])
+    before, after = r["sides"]
+    assert (after["n"], after["mean"], after["low"], after["high"]) == (2, 0.75, 0.0, 1.0)
+    d = r["difference"]
+    assert -1.0 <= d["low"] <= d["delta"] <= d["high"] <= 1.0
+    # the MOVER combination of the sides' intervals as the section shows them
+    assert d["low"] == pytest.approx(
+        d["delta"] - ((after["mean"] - after["low"]) ** 2
+                      + (before["high"] - before["mean"]) ** 2) ** 0.5)
+    assert d["high"] == pytest.approx(
+        d["delta"] + ((after["high"] - after["mean"]) ** 2
+                      + (before["mean"] - before["low"]) ** 2) ** 0.5)
+
+
 def test_before_after_sides_stop_at_the_next_and_previous_go_live(con, tmp_path):
     # idx-1 days 1-7, idx-2 days 8-10 (recall 1), idx-3 days 11-17 (recall 0): the side after
     # idx-2 pooled days 8-14, idx-3's days in it (mean 3/7), and the side before idx-3 held

@@ -102,15 +102,18 @@ def _one_rebuild(con: duckdb.DuckDBPyConnection, scope: Scope, rebuild: dict,
     before, after = (found.get(name) for name in SIDES)
     difference = None
     if before and after and before["n"] and after["n"]:
+        b, a = (row["recall_sum"] / row["n"] for row in (before, after))
         if _binary(before) or _binary(after):   # a proportion on at least one side
-            b, a = (row["recall_sum"] / row["n"] for row in (before, after))
-            d = hybrid_difference_interval(b, _interval(before), a, _interval(after))
-            difference = {"delta": a - b, "low": _number(d.low), "high": _number(d.high)}
+            # the sides' intervals as shown (clipped): a t-interval of a side of two requests
+            # reached [-2.4, 3.7], and the difference [-2.9, 3.2]
+            d = hybrid_difference_interval(b, clip_unit(_interval(before)),
+                                           a, clip_unit(_interval(after)))
         else:
-            b, a = (row["recall_sum"] / row["n"] for row in (before, after))
             d = adjusted_difference_interval(_stats(before), _stats(after), DEFAULT_ALPHA,
                                              cr2=(_cr2(before), _cr2(after)))
-            difference = {"delta": a - b, "low": _number(d.low), "high": _number(d.high)}
+        # a difference of two recalls lies in [-1, 1], as drift clips its bounds
+        difference = {"delta": a - b, "low": _number(np.clip(d.low, -1.0, 1.0)),
+                      "high": _number(np.clip(d.high, -1.0, 1.0))}
     carried: dict = {}
     lost: list[dict] = []
     # a gold set that names one index's chunks is not carried: how its chunks compare on the
