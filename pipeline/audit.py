@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.agreement import AgreementSummary, Table2x2, stratified_table, summary
+from pipeline.atomic import written_whole
 from pipeline.errors import RecallwatchError
 from pipeline.warehouse import half_character, run_script, transaction
 
@@ -126,7 +127,9 @@ def write_sample(sample: AuditSample, path: str | os.PathLike) -> None:
     path = Path(path)
     suffix = _format(path)
     try:
-        with open(path, "w", encoding="utf-8", newline="") as fh:
+        # a kill mid-write leaves the old file, not part of a sample under its name
+        with written_whole(path) as written, open(written, "w", encoding="utf-8",
+                                                  newline="") as fh:
             if suffix == ".csv":
                 writer = csv.DictWriter(fh, fieldnames=SAMPLE_COLUMNS)
                 writer.writeheader()

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.atomic import written_whole
 from pipeline.errors import RecallwatchError
 from pipeline.judge import Budget, JudgeConfig, complete_json, message_tokens
 from pipeline.warehouse import distinct_texts, half_character, mended, run_script, transaction
@@ -167,7 +168,8 @@ def export_claims(con, path: str | Path, gold_version: str) -> int:
         run_script(con, "claims_from_gold", {"gold_version": gold_version})
     rows = run_script(con, "claims_stored", {"gold_version": gold_version})
     try:
-        with open(path, "w", encoding="utf-8") as out:
+        # a kill mid-write leaves the old file, not half the claims under its name
+        with written_whole(path) as written, open(written, "w", encoding="utf-8") as out:
             for gold_id, claims, source in rows:
                 out.write(json.dumps({"gold_id": gold_id, "claims": list(claims),
                                       "source": source}, ensure_ascii=False) + "\n")

@@ -17,9 +17,27 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.config import DEFAULT_CUTOFFS, DEFAULT_PASS_MARK
-from pipeline.errors import RecallwatchError
-from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES
+
+def _interrupted_while_starting(signum, frame):
+    print("recallwatch: interrupted", file=sys.stderr)
+    raise SystemExit(130)
+
+
+# The imports below take a second or two (pipeline.config reaches pyarrow and the routes): a
+# Ctrl-C then ends the command as one anywhere later does, in one line and 130, not a
+# traceback of whatever module was importing. Only while importing, so a program that imports
+# this module keeps its own Ctrl-C; main() takes over from there.
+_STARTING = (threading.current_thread() is threading.main_thread()
+             and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+if _STARTING:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+try:
+    from pipeline.config import DEFAULT_CUTOFFS, DEFAULT_PASS_MARK
+    from pipeline.errors import RecallwatchError
+    from pipeline.ingest.files import DEFAULT_MAX_RECORD_BYTES
+finally:
+    if _STARTING:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DEFAULT_CUTOFFS_TEXT = ",".join(map(str, DEFAULT_CUTOFFS))
 
@@ -1076,9 +1094,9 @@ def _out_of_memory() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     with _interrupts_noted() as interrupted:
         try:
+            args = build_parser().parse_args(argv)
             args.func(args)
         except KeyboardInterrupt:
             pass

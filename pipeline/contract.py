@@ -25,6 +25,7 @@ from pathlib import Path
 import jsonschema
 import pyarrow.parquet as pq
 
+from pipeline.atomic import written_whole
 from pipeline.claims import split_reference
 from pipeline.errors import RecallwatchError
 from pipeline.ingest.files import (
@@ -397,19 +398,13 @@ def _json_rows(file: Path, max_record_bytes: int) -> Iterable[dict]:
 
 def write_scores(path: str | Path, results: Iterable[Mapping]) -> None:
     """One JSON object per line, as score_rows returns them (strict JSON: no NaN), written
-    beside `path` and moved onto it whole, so a failure leaves what was there; a path that is
-    no regular file (/dev/stdout, a pipe) or a link is written in place."""
-    target = Path(path)
-    if target.is_symlink() or (target.exists() and not target.is_file()):
-        _write_lines(path, path, results)
-        return
-    partial = target.with_name(f".{target.name}.partial")
+    whole (pipeline.atomic), so a failure leaves what was there."""
     try:
-        _write_lines(partial, path, results)
-        os.replace(partial, target)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
+        with written_whole(path) as written:
+            _write_lines(written, path, results)
+    except OSError as exc:
+        raise RecallwatchError(f"cannot write {path} ({exc.strerror or exc}): choose a path in "
+                               "a writable directory.") from None
 
 
 def _write_lines(file: str | Path, shown: str | Path, results: Iterable[Mapping]) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
 import duckdb
 
+from pipeline.atomic import written_whole
 from pipeline.errors import RecallwatchError
 from pipeline.warehouse import public_table
 
@@ -26,28 +26,16 @@ def export_table(con, table: str, path: str | Path) -> int:
     rel = con.sql(f"SELECT * FROM {public_table(table)} ORDER BY ALL")
     if target.is_dir() or str(path).endswith(("/", os.sep)):
         raise RecallwatchError(f"{path} is a directory: name the file to write.")
-    # written beside the file and moved onto it whole, so a reader (or a kill mid-write) never
-    # finds half a table under its name; a link or no regular file (/dev/stdout) is written in
-    # place, as pipeline.contract.write_scores does
-    in_place = target.is_symlink() or (target.exists() and not target.is_file())
-    written = target if in_place else target.with_name(f".{target.name}.partial")
+    # a reader (or a kill mid-write) never finds half a table under its name
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if suffix == ".csv":
-            rel.to_csv(str(written))
-        elif suffix == ".parquet":
-            rel.to_parquet(str(written))
-        else:   # written by DuckDB as it reads, within the memory limit
-            literal = "'" + str(written).replace("'", "''") + "'"
-            con.execute(f"COPY ({rel.sql_query()}) TO {literal} (FORMAT json)")
-        if not in_place:
-            os.replace(written, target)
-    except BaseException as exc:   # Ctrl-C too: no half table is left beside the file
-        if not in_place:
-            with contextlib.suppress(OSError):
-                written.unlink()
-        if isinstance(exc, (OSError, duckdb.IOException)):
-            raise RecallwatchError(f"cannot write {target} ({exc}); choose another path."
-                                   ) from None
-        raise
+        with written_whole(target) as written:
+            if suffix == ".csv":
+                rel.to_csv(str(written))
+            elif suffix == ".parquet":
+                rel.to_parquet(str(written))
+            else:   # written by DuckDB as it reads, within the memory limit
+                literal = "'" + str(written).replace("'", "''") + "'"
+                con.execute(f"COPY ({rel.sql_query()}) TO {literal} (FORMAT json)")
+    except (OSError, duckdb.IOException) as exc:
+        raise RecallwatchError(f"cannot write {target} ({exc}); choose another path.") from None
     return con.sql(f"SELECT count(*) FROM {public_table(table)}").fetchall()[0][0]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 
 from pipeline.alerts import printable
+from pipeline.atomic import written_whole
 from pipeline.config import DRIFT_METRICS
 from pipeline.errors import RecallwatchError
 from pipeline.warehouse import queries
@@ -193,19 +193,12 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> Path:
     if target.is_dir() or str(path).endswith(("/", os.sep)):   # m.prom/ names a directory
         raise RecallwatchError(f"--out {target} is a directory: name the file to write, e.g. "
                                f"{target / 'recallwatch.prom'}.")
-    tmp = None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
+        with written_whole(target) as written, open(written, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)   # mkstemp makes it owner-only; the collector runs as another user
-        os.replace(tmp, target)
     except OSError as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
         raise RecallwatchError(f"cannot write {target} ({exc.strerror or exc}); choose another "
                                "--out path.") from None
     return target

@@ -703,3 +703,81 @@ def test_two_reports_written_at_once_into_one_directory_each_stay_whole(tmp_path
     assert held.returncode == 0, err
     assert (out / "report.html").read_bytes() == alone[1]   # the last one renamed wins whole
     assert [p.name for p in out.iterdir()] == ["report.html"]
+
+
+def _claims_and_verdicts(tmp_path, run_cli, warehouse) -> None:
+    """A gold set whose 2,000 goldens give their claims (about 1 MB exported) and 2,000
+    verdicts of the judge to sample from (about 300 KB)."""
+    from tests.conftest import insert_rows
+    from tests.test_audit import verdict
+
+    write_jsonl(tmp_path / "gold.jsonl", [
+        golden(f"g-{i}", ["a"], question=f"q {i}", claims=[f"claim {i}.{c} " + "x" * 100
+                                                          for c in range(5)])
+        for i in range(2000)])
+    assert run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")[0] == 0
+    with connect(warehouse) as con:
+        insert_rows(con, "judge_verdicts", [verdict(f"en-{i:04d}", [True, False, True])
+                                            for i in range(2000)])
+
+
+@pytest.mark.skipif(shutil.which("strace") is None,
+                    reason="strace is not installed (apt-get install strace; `make test` installs "
+                           "it as root): only strace can kill a command at a given write to "
+                           "its file")
+@pytest.mark.parametrize("command", [("claims", "export"), ("audit", "sample", "--n", "4000")],
+                         ids=["claims-export", "audit-sample"])
+def test_a_file_for_review_killed_mid_write_leaves_no_part_of_it_under_its_name(
+        tmp_path, run_cli, warehouse, command):
+    # as an export: strace kills the command (SIGKILL: no handler) at its first write to the
+    # file's name; a person opening the file finds the whole of it or none, never the first
+    # 8 KiB of it as if that were everything
+    _claims_and_verdicts(tmp_path, run_cli, warehouse)
+    suffix = ".jsonl" if command[0] == "claims" else ".csv"
+    target = (tmp_path / "out" / f"review{suffix}").resolve()
+    target.parent.mkdir()
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("RECALLWATCH_")}
+    subprocess.run(["strace", "-f", "-qq", "-o", "/dev/null", "-P", str(target),
+                    "-e", "trace=write", "-e", "inject=write:signal=KILL:when=1",
+                    sys.executable, "-m", "pipeline.cli", "--warehouse", str(warehouse),
+                    *command, str(target)],
+                   capture_output=True, text=True, env=env, timeout=300, check=False)
+    whole = tmp_path / f"whole{suffix}"
+    assert run_cli(*command, whole)[0] == 0 and whole.stat().st_size > 100_000
+    if target.exists():
+        assert target.read_bytes() == whole.read_bytes()
+    assert [p.name for p in target.parent.iterdir()] in ([], [target.name])
+
+
+def test_every_writer_writes_through_a_link_to_its_target_and_keeps_the_link(
+        tmp_path, run_cli, warehouse):
+    # `--out` (or FILE) naming a link, as a deployment links a served path into a shared
+    # directory: the link's target gets the new file, whole, and the link stays; report and
+    # metrics replaced the link with a file and left its target stale, while export wrote
+    # through it in place
+    _claims_and_verdicts(tmp_path, run_cli, warehouse)
+    write_jsonl(tmp_path / "logs.jsonl", [request(f"r-{i}", ["a"], gold_id=f"g-{i}")
+                                          for i in range(5)])
+    assert run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+                   "--gold-version", "v1", "--out", "")[0] == 0
+    real, links = tmp_path / "real", tmp_path / "links"
+    real.mkdir()
+    (links / "report").mkdir(parents=True)
+    commands = {
+        "report.html": ("report", "--out", links / "report"),
+        "m.prom": ("metrics", "--out", links / "m.prom"),
+        "wm.csv": ("export", "window_metrics", links / "wm.csv"),
+        "claims.jsonl": ("claims", "export", links / "claims.jsonl"),
+        "sample.csv": ("audit", "sample", "--n", "10", links / "sample.csv"),
+    }
+    for name in commands:
+        (real / name).write_text("stale\n")
+        link = links / "report" / name if name == "report.html" else links / name
+        link.symlink_to(real / name)
+    for name, command in commands.items():
+        code, _, err = run_cli(*command)
+        assert code == 0, (name, err)
+        link = links / "report" / name if name == "report.html" else links / name
+        assert link.is_symlink(), f"{name}: the link was replaced by a file"
+        assert (real / name).read_text() != "stale\n", f"{name}: the link's target is stale"
+    assert sorted(p.name for p in real.iterdir()) == sorted(commands)   # no temporary left

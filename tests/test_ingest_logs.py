@@ -210,6 +210,19 @@ def test_parquet_struct_tags_are_the_tags_each_record_logged(con, tmp_path):
         ("t1", {"tenant": "acme"}), ("t2", {"retriever": "bm25"}), ("t3", {"tenant": "acme"})]
 
 
+def test_parquet_tags_differing_only_in_case_are_both_kept_as_logged(con, tmp_path):
+    # DuckDB reads a struct's fields without case: tags Tenant and tenant came out as Tenant
+    # and tenant_1, a tag renamed in silence (and then not the JSONL copy of the record)
+    record = request("t1", ["a"], tags={"Tenant": "Acme", "tenant": "globex"})
+    write_jsonl(tmp_path / "a.jsonl", [record])
+    pq.write_table(pa.Table.from_pylist([record]), tmp_path / "b.parquet")
+    assert pq.read_schema(tmp_path / "b.parquet").field("tags").type.names == ["Tenant", "tenant"]
+    summary = ingest_logs(con, [str(tmp_path / "b.parquet"), str(tmp_path / "a.jsonl")])
+    assert [(f.loaded, f.quarantined) for f in summary.files] == [(1, 0), (1, 0)]
+    assert con.sql("SELECT request_id, tags FROM requests").fetchall() == [
+        ("t1", {"Tenant": "Acme", "tenant": "globex"})]
+
+
 def test_a_request_stored_with_a_null_tag_is_the_same_record_as_one_without_it(con, tmp_path):
     # an earlier release stored a null tag value; the same record delivered again is a copy
     record = request("t1", ["a"], tags={"tenant": "acme"})

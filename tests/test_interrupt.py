@@ -97,6 +97,28 @@ def test_ctrl_c_while_duckdb_runs_a_query_is_an_interrupt_not_a_bad_file(tmp_pat
     assert interrupts >= 3, "the interrupts came too late to test anything"
 
 
+@pytest.mark.parametrize("after", [0.2, 0.4, 0.8, 1.2])
+def test_ctrl_c_while_the_command_is_still_importing_is_one_line_and_130(tmp_path, after):
+    # pipeline.cli's imports take a second or two (pyarrow, the routes): a Ctrl-C then was a
+    # traceback of whatever module was importing. The child says when Python itself has
+    # started (site imported, the interpreter's own startup is no part of the command) and
+    # then runs `recallwatch run` as `python -m pipeline.cli` does
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    argv = ["recallwatch", "--warehouse", str(tmp_path / "w.duckdb"), "run", "--logs",
+            str(tmp_path / "logs.jsonl"), "--gold", str(tmp_path / "gold.jsonl"),
+            "--gold-version", "v1", "--out", str(tmp_path / "report")]
+    started = ("import runpy, sys; print('started', file=sys.stderr, flush=True); "
+               f"sys.argv = {argv!r}; runpy.run_module('pipeline.cli', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", started], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_ENV)
+    assert proc.stderr.readline() == "started\n"
+    time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (130, "recallwatch: interrupted\n")
+
+
 def _as_another_user() -> list[str]:
     if os.geteuid() != 0:
         return []

@@ -216,8 +216,22 @@ class ViewValues(BoundValues):
             con.execute(f"SET VARIABLE {name} = $value", {"value": value})
 
 
-def _parquet_field(field: Field, column: str,
-                   arrow_type: pa.DataType | None) -> tuple[str, str | None]:
+def _parquet_json(column: str, arrow_type: pa.DataType, bind: BoundValues) -> str:
+    """`column` as JSON under the names the file gives its struct fields. DuckDB matches a
+    struct's field names without case and reads a later one that differs from an earlier one
+    only in case as name_1 (tags Tenant and tenant became Tenant and tenant_1): each field is
+    read by its position and keyed by its own name, at every depth."""
+    if not pa.types.is_struct(arrow_type):
+        return f"to_json({column})"
+    pairs = [f"{bind(arrow_type.field(i).name)}, "
+             + _parquet_json(f"struct_extract_at({column}, {i + 1})", arrow_type.field(i).type,
+                             bind)
+             for i in range(arrow_type.num_fields)]
+    return f"CASE WHEN {column} IS NOT NULL THEN json_object({', '.join(pairs)}) END"
+
+
+def _parquet_field(field: Field, column: str, arrow_type: pa.DataType | None,
+                   bind: BoundValues) -> tuple[str, str | None]:
     """(staged value, condition under which the value gets the field's reason) for one field
     of a Parquet record or item; `column` is its SQL reference, arrow_type None if absent."""
     kind = field.kind
@@ -225,7 +239,7 @@ def _parquet_field(field: Field, column: str,
         return f"NULL::{kind.staged_as}", None
     if kind.arrow_reads(arrow_type):
         if kind.staged_as == "JSON":
-            return f"to_json({column})", None
+            return _parquet_json(column, arrow_type, bind), None
         return f"CAST({column} AS {kind.staged_as})", None
     return f"NULL::{kind.staged_as}", f"{column} IS NOT NULL"
 
@@ -239,7 +253,7 @@ def _parquet_fields(fields: tuple[Field, ...], types: dict[str, pa.DataType],
     values, errors = [], []
     for field in fields:
         column = column_of(field.name) if field.name in types else "NULL"
-        value, bad = _parquet_field(field, column, types.get(field.name))
+        value, bad = _parquet_field(field, column, types.get(field.name), bind)
         values.append(f"{q(field.name)} := {value}")
         if bad:
             errors.append(f"WHEN {bad} THEN {bind(field.reason)}")

@@ -11,13 +11,12 @@ figure carries a caption with its k, route, gold-set version and n.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 import duckdb
 
+from pipeline.atomic import written_whole
 from pipeline.errors import RecallwatchError
 from pipeline.report.charts import FC_COLOR, MEAN_COLOR, PASS_COLOR, SIZE_COLOR
 from pipeline.report.formats import environment
@@ -85,19 +84,10 @@ def write_report(
     path = out_dir / "report.html"
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        # Write then rename, so a reader (or a scheduled mail) never sees half a report; the
-        # temporary file is this process's own, so two reports written at once (readers may
-        # share the warehouse) never write into each other's.
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".report.html.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(html)
-            os.chmod(tmp, 0o644)   # mkstemp makes it owner-only; a web server reads it
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        # a reader (or a scheduled mail) never sees half a report; two reports written at once
+        # (readers may share the warehouse) never write into each other's
+        with written_whole(path) as written:
+            written.write_text(html, encoding="utf-8")
     except OSError as exc:
         raise RecallwatchError(
             f"cannot write the report to {out_dir} ({exc.strerror or exc}); choose another "
