@@ -208,7 +208,8 @@ def score(warehouse: Warehouse, start: When = None, end: When = None, *,
     with connect(warehouse, must_exist=True) as con:
         config = settings.resolve(con, cutoffs=cutoffs, pass_mark=pass_mark,
                                   gold_version=gold_version, routes=routes)
-        in_force = settings.resolve(con).routes
+        current = settings.resolve(con)
+        in_force = current.routes
         if outside := [r for r in config.routes if r not in in_force]:
             # its rows would be kept current by nothing: no run rescores or retires a route
             # out of force, and aggregate and drift would spread them
@@ -219,7 +220,10 @@ def score(warehouse: Warehouse, start: When = None, end: When = None, *,
         check_window(start, end)
         settings.require_gold(config)
         if keep and (cutoffs is not None or pass_mark is not None):
-            settings.put_in_force(con, config)
+            # the cutoffs and pass mark alone: `routes` picks among those in force for this
+            # call (the CLI's drops claims without a judge), it takes none out of force
+            settings.put_in_force(con, replace(current, cutoffs=config.cutoffs,
+                                               pass_mark=config.pass_mark))
         return score_windows(con, config, start=start, end=end, progress=progress)
 
 

@@ -64,6 +64,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seed(text: str) -> int:
+    """A random seed: numpy's generator takes none below 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a whole number of at least 0")
+    return value
+
+
 def _alert_k(text: str) -> int:
     from pipeline.config import AUTO_ALERT_K
 
@@ -365,7 +376,16 @@ def cmd_aggregate(args) -> None:
 def cmd_drift(args) -> None:
     from pipeline import api
 
+    if args.action is None and (args.slice is not None or args.since is not None):
+        # without the action the baseline would stay as it was, and drift say nothing of it
+        raise RecallwatchError("--slice and --from apply to `recallwatch drift rebaseline`; give "
+                               "it (recallwatch drift rebaseline --slice S --from DAY) or leave "
+                               "them out.")
     if args.action == "rebaseline":
+        if args.start is not None or args.end is not None:
+            raise RecallwatchError("--start and --end apply to `recallwatch drift`, not to "
+                                   "`recallwatch drift rebaseline`; run `recallwatch drift "
+                                   "--start D --end D` after it.")
         if not args.slice or not args.since:
             raise RecallwatchError("drift rebaseline needs --slice S and --from DAY.")
         config = api.rebaseline(args.warehouse, args.slice, args.since)
@@ -495,6 +515,10 @@ def cmd_alert(args) -> None:
     from pipeline.config import resolve
     from pipeline.warehouse import connect
 
+    if args.channels is not None and not args.channels.strip():
+        # taken for no --channels, it sent on the environment's channels instead
+        raise RecallwatchError("--channels is empty: give the TOML file of the channels, or "
+                               "leave --channels out to use the environment's.")
     channels = channels_from_file(args.channels) if args.channels else channels_from_env()
     now = datetime.now(UTC).replace(tzinfo=None)
     if args.action == "test":
@@ -803,9 +827,9 @@ def _ingest_commands(sub, command) -> None:
     p.set_defaults(func=cmd_ingest_index)
 
 
-def _record_limit_arg(p) -> None:
+def _record_limit_arg(p, longer: str = "are quarantined") -> None:
     p.add_argument("--max-record-bytes", type=_positive, default=None,
-                   help="longer lines are quarantined (default: the limit a file was read "
+                   help=f"longer lines {longer} (default: the limit a file was read "
                         f"with last, else {DEFAULT_MAX_RECORD_BYTES // (1 << 20)} MiB)")
 
 
@@ -991,8 +1015,9 @@ def cmd_audit(args) -> None:
 def _run_commands(sub, command) -> None:
     p = command(sub, "run", help="all steps for new data: ingest, score, aggregate, drift, "
                                   "report, alerts")
-    p.add_argument("--logs", nargs="+", metavar="SOURCE",
-                   help="log files/directories/globs, s3://BUCKET/PREFIX, postgresql://...")
+    p.add_argument("--logs", nargs="+", action="extend", metavar="SOURCE",
+                   help="log files/directories/globs, s3://BUCKET/PREFIX, postgresql://... "
+                        "(repeatable)")
     _source_args(p, interval=True)
     _record_limit_arg(p)
     p.add_argument("--gold", metavar="PATH", help="gold set to load first")
@@ -1009,17 +1034,18 @@ def _run_commands(sub, command) -> None:
                    help=f"put in force (default: the one in force, at first {DEFAULT_PASS_MARK}); "
                         "a new one re-aggregates all")
     p.add_argument("--out", metavar="DIR", default="reports/latest",
-                   help="report directory (default reports/latest)")
+                   help="report directory (default reports/latest; --out '' writes no report)")
     _judge_args(p)
     p.set_defaults(func=cmd_run)
 
     p = command(sub, "check", help="the data-quality gate of one interval's log files, before "
                                    "they are loaded (recorded in quality_checks; exit 2 on a "
                                    "blocking failure)")
-    p.add_argument("--logs", nargs="+", required=True, metavar="SOURCE",
-                   help="the interval's log files/directories/globs, s3://..., postgresql://...")
+    p.add_argument("--logs", nargs="+", action="extend", required=True, metavar="SOURCE",
+                   help="the interval's log files/directories/globs, s3://..., postgresql://... "
+                        "(repeatable)")
     _source_args(p, interval=False)
-    _record_limit_arg(p)
+    _record_limit_arg(p, "fail the gate's records-parse check")
     p.add_argument("--start", type=_when, required=True, help="the interval's start (UTC, "
                                                               "inclusive)")
     p.add_argument("--end", type=_when, required=True, help="the interval's end (UTC, exclusive)")
@@ -1035,7 +1061,7 @@ def _run_commands(sub, command) -> None:
     p = command(sub, "demo", help="generate the demo world and run everything on it")
     p.add_argument("--dir", default="demo-world", help="where the demo world is written")
     p.add_argument("--out", default="reports/demo", help="report directory")
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--seed", type=_seed, default=7)
     p.set_defaults(func=cmd_demo)
 
     p = command(sub, "announce-rebuild",

@@ -52,11 +52,15 @@ def run(con, *, logs: list[str] | None = None, gold: str | None = None,
     drift_events lags (pipeline.drift), and writes the report to `report_dir` when given.
 
     Idempotent: a second run over the same inputs rescores nothing and changes nothing."""
-    if gold and not gold_version:
+    # blank ones are refused here, in run's own words (ingest_gold's name `ingest gold` flags)
+    if gold and not (gold_version or "").strip():
         raise RecallwatchError("--gold needs --gold-version to name the gold-set version.")
     if gold_index_version is not None and not gold:
         raise RecallwatchError("--gold-index-version names the index of the gold set --gold "
                                "loads; give --gold too.")
+    if gold_index_version is not None and not gold_index_version.strip():
+        raise RecallwatchError("--gold-index-version must name the index version whose chunk "
+                               "IDs --gold names (e.g. idx-2026-11), or be left out.")
     if report_dir is not None:   # before the work, not after it
         from pipeline.report import check_report_dir
 

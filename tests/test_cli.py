@@ -781,3 +781,113 @@ def test_every_writer_writes_through_a_link_to_its_target_and_keeps_the_link(
         assert link.is_symlink(), f"{name}: the link was replaced by a file"
         assert (real / name).read_text() != "stale\n", f"{name}: the link's target is stale"
     assert sorted(p.name for p in real.iterdir()) == sorted(commands)   # no temporary left
+
+
+def test_a_negative_demo_seed_is_argparses_one_line_error_before_any_file(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--warehouse", str(tmp_path / "w.duckdb"), "demo", "--dir",
+                  str(tmp_path / "world"), "--out", str(tmp_path / "report"), "--seed", "-1"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --seed: -1 must be a whole number of at least 0" in err
+    assert "internal error" not in err
+    assert not (tmp_path / "world").exists() and not (tmp_path / "w.duckdb").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_logs_given_twice_reads_every_source_not_the_last_alone(tmp_path, run_cli, command):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "a.jsonl", [request("r-1", ["a"])])
+    write_jsonl(tmp_path / "b.jsonl", [request("r-2", ["a"])])
+    args = {"run": ["--gold", tmp_path / "gold.jsonl", "--gold-version", "v1", "--out", ""],
+            "check": ["--start", "2026-11-01", "--end", "2026-11-02"]}[command]
+    code, out, err = run_cli(command, "--logs", tmp_path / "a.jsonl", "--logs",
+                             tmp_path / "b.jsonl", *args)
+    assert code == 0, err
+    if command == "run":
+        assert "2 file(s) ingested, 0 unchanged: read 2, loaded 2, quarantined 0" in out
+    else:
+        assert "✓ warning  log files: 2 files, 2 records" in out
+
+
+def test_drift_options_of_the_other_action_are_refused_not_ignored(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r{d}", ["a"], ts=f"2026-11-{d:02d}T10:00:00Z") for d in range(1, 4)])
+    run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+            "--gold-version", "v1", "--out", "")
+    # `rebaseline` left out: the baseline was not restarted, yet drift ran and said nothing
+    code, out, err = run_cli("drift", "--slice", "all", "--from", "2026-11-02")
+    assert code == 2 and out == ""
+    assert err == ("recallwatch: error: --slice and --from apply to `recallwatch drift "
+                   "rebaseline`; give it (recallwatch drift rebaseline --slice S --from DAY) "
+                   "or leave them out.\n")
+    code, out, err = run_cli("drift", "rebaseline", "--slice", "all", "--from", "2026-11-02",
+                             "--start", "2026-11-01")
+    assert code == 2 and out == ""
+    assert "--start and --end apply to `recallwatch drift`, not to `recallwatch drift " \
+           "rebaseline`" in err
+    con = duckdb.connect(str(tmp_path / "wh" / "recallwatch.duckdb"), read_only=True)
+    assert in_force(con).baseline_for("all").restarts == ()
+
+
+@pytest.mark.parametrize("given", ["", "  "])
+def test_an_empty_warehouse_path_is_refused_not_the_default_one(tmp_path, monkeypatch,
+                                                                 capsys, given):
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RECALLWATCH_WAREHOUSE", raising=False)
+    assert cli.main(["--warehouse", given, "ingest", "logs", "logs.jsonl"]) == 2
+    assert capsys.readouterr().err == (
+        "recallwatch: error: --warehouse is empty: give the warehouse's DuckDB file, e.g. "
+        "warehouse/recallwatch.duckdb, or leave --warehouse out.\n")
+    monkeypatch.setenv("RECALLWATCH_WAREHOUSE", " ")
+    assert cli.main(["ingest", "logs", "logs.jsonl"]) == 2
+    assert capsys.readouterr().err == (
+        "recallwatch: error: RECALLWATCH_WAREHOUSE holds only spaces: set it to the "
+        "warehouse's DuckDB file, e.g. warehouse/recallwatch.duckdb, or unset it.\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["logs.jsonl"]
+
+
+def test_an_empty_channels_file_is_refused_not_the_environments_channels(tmp_path, run_cli,
+                                                                         monkeypatch):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+            "--gold-version", "v1", "--out", "")
+    monkeypatch.setenv("RECALLWATCH_WEBHOOK_URL", "http://127.0.0.1:9/hook")
+    for command in (("alert", "--dry-run"), ("alert", "test")):
+        code, out, err = run_cli(*command, "--channels", "")
+        assert (code, out) == (2, ""), command
+        assert err == ("recallwatch: error: --channels is empty: give the TOML file of the "
+                       "channels, or leave --channels out to use the environment's.\n")
+
+
+def test_run_names_its_own_flags_for_a_blank_gold_version_or_index(tmp_path, run_cli):
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    common = ("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+              "--out", "")
+    code, _, err = run_cli(*common, "--gold-version", " ")
+    assert code == 2
+    assert err == ("recallwatch: error: --gold needs --gold-version to name the gold-set "
+                   "version.\n")
+    code, _, err = run_cli(*common, "--gold-version", "v1", "--gold-index-version", "")
+    assert code == 2
+    assert err == ("recallwatch: error: --gold-index-version must name the index version "
+                   "whose chunk IDs --gold names (e.g. idx-2026-11), or be left out.\n")
+
+
+def test_score_cutoffs_put_in_force_leave_the_routes_in_force(tmp_path, run_cli, warehouse,
+                                                              monkeypatch):
+    monkeypatch.delenv("RECALLWATCH_JUDGE_MODEL", raising=False)
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"])])
+    run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold", tmp_path / "gold.jsonl",
+            "--gold-version", "v1", "--out", "")
+    assert run_cli("config", "--routes", "ids,claims")[0] == 0
+    # without a judge `score` scores ids alone; --cutoffs puts the cutoffs in force, not that
+    code, out, _ = run_cli("score", "--cutoffs", "1,5")
+    assert code == 0 and "(route ids, cutoffs 1,5)" in out
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert [in_force(con).routes, in_force(con).cutoffs] == [("ids", "claims"), (1, 5)]
