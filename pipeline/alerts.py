@@ -357,6 +357,15 @@ def one_line(text: str, limit: int = 200) -> str:
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
+def verbatim_line(text: str, limit: int = 200) -> str:
+    """Logged text fit for a title, a mail header or a terminal line, as `one_line` but with
+    its whitespace as logged: a line break or a tab written as its code and runs of spaces
+    kept, so two slices that differ only there ("tenant=acme" and "tenant=acme\n") read
+    apart."""
+    flat = printable(text)
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
 def printable(text: str) -> str:
     """`text` with every character a terminal would act on (a line break, NUL, an escape
     sequence) written as its code, the rest as it is: a file name as the CLI shows it."""
@@ -384,9 +393,12 @@ NOTHING_JUDGED = {
 def build_message(row: Mapping, report: str | None = None) -> AlertMessage:
     """The message of one drift event (a row of sql/pending_alerts.sql)."""
     metric, k, event = row["metric"], row["k"], row["event"]
-    where = (f"slice {one_line(row['slice'])} (route {one_line(row['route'])}, gold "
-             f"{one_line(row['gold_version'])})")
+    scope = f"(route {one_line(row['route'])}, gold {one_line(row['gold_version'])})"
+    where = f"slice {verbatim_line(row['slice'])} {scope}"
     title = f"recallwatch: {metric}@{k} {row['direction']} {event} on {where}"
+    # the text names the slice whole: cut as in the title, two slices alike up to there read
+    # the same, and a person could not tell which one to re-baseline
+    where = f"slice {printable(row['slice'])} {scope}"
     day = f"{row['window_start']:%Y-%m-%d}"
     level = round(100 * (1 - DEFAULT_ALPHA))
     baseline = f"baseline: {_number(row['baseline_value'])}"
@@ -533,7 +545,7 @@ MAIL_POLICY = email.policy.default.clone(max_line_length=998)
 
 def email_message(channel: Channel, message: AlertMessage, now: datetime) -> EmailMessage:
     mail = EmailMessage(policy=MAIL_POLICY)
-    mail["Subject"] = one_line(message.title, 250)
+    mail["Subject"] = verbatim_line(message.title, 250)   # its slice already one line
     mail["From"] = channel.sender
     mail["To"] = ", ".join(channel.recipients)
     mail["Date"] = format_datetime(now.replace(tzinfo=UTC))

@@ -171,11 +171,14 @@ def rebaseline(warehouse: Warehouse, slice_: str, since: When) -> settings.Confi
     default). Open episodes of the slice end there. Days the slice was re-baselined on before
     stay (each holds until the next), so an earlier acceptance is never undone. Put in force;
     the next `drift` or `run` re-judges."""
+    from pipeline.alerts import printable
+
     day = instant(since, "--from")
     with connect(warehouse, must_exist=True) as con:
         known = _slices(con)
         if slice_ != "*" and slice_ not in known:
-            shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+            # logged tag values: a line break or a terminal escape would split the sentence
+            shown = ", ".join(map(printable, known[:10])) + (", ..." if len(known) > 10 else "")
             raise RecallwatchError(
                 f"no slice {slice_!r} in window_metrics"
                 + (f" (its slices: {shown}, or '*' for all)" if known else

@@ -511,6 +511,7 @@ def cmd_alert(args) -> None:
         one_line,
         send_alerts,
         send_test,
+        verbatim_line,
     )
     from pipeline.config import resolve
     from pipeline.warehouse import connect
@@ -546,7 +547,7 @@ def cmd_alert(args) -> None:
         m = d.message
         why = (f" ({d.error}, {d.attempts} attempt(s) so far; the next `recallwatch alert` "
                "retries it)" if d.error else "")
-        print(f"{d.channel} {m.event} slice {one_line(m.slice)} route "
+        print(f"{d.channel} {m.event} slice {verbatim_line(m.slice)} route "
               f"{one_line(str(m.fields.get('route')))} {m.metric}@{m.fields.get('k')} "
               f"day {m.window_start:%Y-%m-%d}: {d.status}{why}")
     if args.dry_run:

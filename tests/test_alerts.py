@@ -28,6 +28,8 @@ from pipeline.alerts import (
     Channel,
     channels_from_env,
     channels_from_file,
+    email_message,
+    printable,
     send_alerts,
     send_test,
 )
@@ -1260,6 +1262,42 @@ def test_control_characters_of_a_slice_reach_no_mail_header_nor_terminal(
     assert "\\x1b[31mred" in mail["Subject"]
     lines = [line for line in out.splitlines() if "resolved" in line or "opened" in line]
     assert len(lines) == 1 and "\x1b" not in out and "\\x1b" in lines[0]
+
+
+def _dry_run_messages(con, mine: str, other: str) -> dict:
+    """The openings a dry run would send for a drop in each of two slices."""
+    for number in range(1, OPENED_DAY + 1):
+        insert_replay_day(con, number, slice_=mine)
+        insert_replay_day(con, number, episode="ep-other", slice_=other)
+    summary = send_alerts(con, CONFIG, [Channel("webhook", url="http://127.0.0.1:9/")],
+                          dry_run=True, now=morning_after(OPENED_DAY))
+    return {d.message.slice: d.message for d in summary.would_send}
+
+
+@pytest.mark.parametrize("mine,other", [("tenant=acme", "tenant=acme\n"),
+                                        ("tenant=acme", "tenant=acme\t"),
+                                        ("tenant=ac me", "tenant=ac  me")])
+def test_two_slices_that_differ_only_in_whitespace_are_paged_apart(warehouse, mine, other):
+    # a line break or a tab was read as a space and runs of spaces as one: a drop in
+    # "tenant=acme\n" was paged as one in "tenant=acme", a slice with no drop, the one a
+    # person would then re-baseline
+    messages = _dry_run_messages(warehouse, mine, other)
+    assert set(messages) == {mine, other}
+    assert messages[mine].title != messages[other].title
+    assert messages[mine].text.splitlines()[0] != messages[other].text.splitlines()[0]
+    assert printable(other) in messages[other].title
+    mail = Channel("email", host="127.0.0.1", port=25, sender=SENDER, recipients=(RECIPIENT,))
+    subjects = {email_message(mail, m, day(9))["Subject"] for m in messages.values()}
+    assert len(subjects) == 2
+
+
+def test_a_long_slice_is_named_whole_in_the_message_text(warehouse):
+    # the text cut it at 200 characters as the title does: two slices alike up to there were
+    # paged with the same words, and the slice to re-baseline could not be told
+    mine, other = "tenant=" + "a" * 300, "tenant=" + "a" * 300 + "z"
+    messages = _dry_run_messages(warehouse, mine, other)
+    assert other in messages[other].text and other not in messages[mine].text
+    assert mine in messages[mine].text
 
 
 def test_dry_run_sends_and_writes_nothing_but_lists_what_would_go(warehouse, hook, smtp):

@@ -393,6 +393,21 @@ def test_drift_and_rebaseline_from_the_cli(run_cli, tmp_path):
     assert code == 0 and "drift mode fixed" in out and "*=trailing:3" in out
     code, _, err = run_cli("config", "--baseline", "trailing:3")
     assert code == 2 and "SLICE=SPEC" in err
+
+
+def test_a_mistyped_rebaseline_slice_lists_the_slices_in_one_line_without_escapes(
+        run_cli, tmp_path):
+    # the slices a wrong --slice may choose from were joined as stored: a line break or a
+    # terminal escape logged in a tag split the one-sentence error and reached the terminal
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [request("r-1", ["a"], tags={"a": "x\x1b[31mred\ny"})])
+    code, _, _ = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--gold",
+                         tmp_path / "gold.jsonl", "--gold-version", "v1")
+    assert code == 0
+    code, _, err = run_cli("drift", "rebaseline", "--slice", "nope", "--from", "2026-11-01")
+    assert code == 2 and "no slice 'nope'" in err
+    assert err.count("\n") == 1 and "\x1b" not in err
+    assert "a=x\\x1b[31mred\\x0ay" in err
     code, out, _ = run_cli("export", "drift_events", tmp_path / "drift.csv")
     assert code == 0 and (tmp_path / "drift.csv").read_text().startswith("window_start")
 

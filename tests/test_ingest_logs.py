@@ -223,6 +223,43 @@ def test_parquet_tags_differing_only_in_case_are_both_kept_as_logged(con, tmp_pa
         ("t1", {"Tenant": "Acme", "tenant": "globex"})]
 
 
+def _struct_tags_file(path: Path, names: list[str], rows: list[list]) -> Path:
+    """A Parquet log of one record per row of `rows`, its tags a struct of fields `names`
+    (pyarrow writes fields of the same name, or names that differ only in case, as given)."""
+    columns = zip(*rows, strict=True)
+    tags = pa.StructArray.from_arrays([pa.array(c, pa.string()) for c in columns], names=names)
+    records = [request(f"p-{i}", ["a"]) for i in range(len(rows))]
+    pq.write_table(pa.table({
+        "request_id": [r["request_id"] for r in records],
+        "timestamp": [r["timestamp"] for r in records],
+        "query": [r["query"] for r in records],
+        "index_version": [r["index_version"] for r in records],
+        "retrieved": [r["retrieved"] for r in records], "tags": tags}), path)
+    return path
+
+
+def test_parquet_struct_tags_differing_only_in_case_keep_their_names(con, tmp_path):
+    # DuckDB reads a struct field whose name differs from an earlier one's only in case as
+    # name_1: the tag "tenant" was stored as "tenant_1", a slice no log had, apart from the
+    # same request logged as JSON Lines
+    path = _struct_tags_file(tmp_path / "b.parquet", ["Tenant", "tenant"],
+                             [["A", "b"], [None, "b"]])
+    summary = ingest_logs(con, [str(path)])
+    assert (summary.loaded, summary.quarantined) == (2, 0)
+    assert con.sql("SELECT request_id, tags FROM requests ORDER BY 1").fetchall() == [
+        ("p-0", {"Tenant": "A", "tenant": "b"}), ("p-1", {"tenant": "b"})]
+
+
+def test_a_parquet_struct_of_tags_with_a_repeated_key_is_quarantined(con, tmp_path):
+    # as a repeated key in JSON Lines tags is, not loaded with the second one as "tenant_1"
+    path = _struct_tags_file(tmp_path / "b.parquet", ["tenant", "tenant"],
+                             [["a", "b"], ["a", None]])
+    summary = ingest_logs(con, [str(path)])
+    assert (summary.loaded, summary.quarantined) == (0, 2)
+    assert {r[0] for r in con.sql("SELECT reason FROM quarantine").fetchall()} == {
+        "tags has a duplicate key: tenant"}
+
+
 def test_a_request_stored_with_a_null_tag_is_the_same_record_as_one_without_it(con, tmp_path):
     # an earlier release stored a null tag value; the same record delivered again is a copy
     record = request("t1", ["a"], tags={"tenant": "acme"})
