@@ -194,7 +194,8 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> Path:
         raise RecallwatchError(f"--out {target} is a directory: name the file to write, e.g. "
                                f"{target / 'recallwatch.prom'}.")
     try:
-        with written_whole(target) as written, open(written, "wb") as fh:
+        # 0644: the collector runs as another user
+        with written_whole(target, 0o644) as written, open(written, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

@@ -45,17 +45,21 @@ _PLAIN_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 def warehouse_path(explicit: str | os.PathLike | None = None) -> Path:
     """--warehouse, else RECALLWATCH_WAREHOUSE, else ./warehouse/recallwatch.duckdb. A blank
-    --warehouse is refused: taken for none, it wrote another warehouse in silence (`--warehouse
-    "$UNSET"`); spaces alone named a file of spaces. An empty variable counts as unset."""
-    if explicit is not None and not str(explicit).strip():
-        raise RecallwatchError("--warehouse is empty: give the warehouse's DuckDB file, e.g. "
-                               "warehouse/recallwatch.duckdb, or leave --warehouse out.")
+    path is refused: taken for none, it wrote another warehouse in silence (`--warehouse
+    "$UNSET"`); spaces alone named a file of spaces. An empty variable counts as unset, and the
+    variable is not looked at when a path is given (the DAGs give the variable's value)."""
+    if explicit is not None:
+        if not str(explicit).strip():
+            raise RecallwatchError("the warehouse path is blank (--warehouse, or "
+                                   "RECALLWATCH_WAREHOUSE): give the warehouse's DuckDB file, "
+                                   "e.g. warehouse/recallwatch.duckdb, or leave both out.")
+        return Path(explicit)
     from_env = os.environ.get("RECALLWATCH_WAREHOUSE")
     if from_env and not from_env.strip():
         raise RecallwatchError("RECALLWATCH_WAREHOUSE holds only spaces: set it to the "
                                "warehouse's DuckDB file, e.g. warehouse/recallwatch.duckdb, or "
                                "unset it.")
-    return Path(explicit or from_env or DEFAULT_WAREHOUSE)
+    return Path(from_env or DEFAULT_WAREHOUSE)
 
 
 # How normalize_text keys a text; a warehouse records the one its stored keys were made with

@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -63,6 +64,19 @@ class _Hook(BaseHTTPRequestHandler):
             failing = server.fail_next > 0
             server.fail_next -= failing
         self.send_response(503 if failing else 200)
+        if server.trickle and not failing:   # a 200 whose body comes a byte at a time
+            self.send_header("Content-Length", str(server.trickle))
+            self.end_headers()
+            try:
+                for _ in range(server.trickle):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    server.trickled += 1
+                    time.sleep(0.25)
+            except OSError:   # the client went away
+                pass
+            server.trickle_over.set()
+            return
         if server.cut_answer and not failing:   # a 200 whose body never arrives whole
             self.send_header("Content-Length", "20")
             self.end_headers()
@@ -83,6 +97,8 @@ class HookServer:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
         self.server.received, self.server.fail_next = [], 0
         self.server.cut_answer = False
+        self.server.trickle, self.server.trickled = 0, 0
+        self.server.trickle_over = threading.Event()
         self.server.lock = threading.Lock()
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.05}, daemon=True)
@@ -1119,6 +1135,19 @@ def test_a_message_the_server_took_is_sent_whatever_follows_its_acceptance(wareh
     assert len(received) == 1
     assert warehouse.execute("SELECT status, attempts, last_error FROM alerts").fetchall() == [
         ("sent", 1, None)]
+
+
+def test_a_webhook_answer_that_trickles_is_not_waited_for(warehouse, hook):
+    # a 2xx is the receiver's word that it has the message; its body was read to the end, and
+    # the timeout bounds each read, not all of them: a body of a byte every quarter second
+    # held the alert run (and the Airflow task) for as long as the receiver kept it coming
+    insert_replay_day(warehouse, OPENED_DAY)
+    hook.server.trickle = 40
+    summary = send_alerts(warehouse, CONFIG, [Channel("webhook", url=hook.url("/hook"))],
+                          now=morning_after(8), backoff=0.01, timeout=1.0)
+    assert (summary.sent, summary.failed) == (1, 0)
+    assert hook.server.trickle_over.wait(30)
+    assert hook.server.trickled < 40, "the whole trickled body was read"
 
 
 @pytest.mark.parametrize("setting", ["tls", "starttls"])

@@ -839,9 +839,14 @@ def test_an_empty_warehouse_path_is_refused_not_the_default_one(tmp_path, monkey
     monkeypatch.delenv("RECALLWATCH_WAREHOUSE", raising=False)
     assert cli.main(["--warehouse", given, "ingest", "logs", "logs.jsonl"]) == 2
     assert capsys.readouterr().err == (
-        "recallwatch: error: --warehouse is empty: give the warehouse's DuckDB file, e.g. "
-        "warehouse/recallwatch.duckdb, or leave --warehouse out.\n")
+        "recallwatch: error: the warehouse path is blank (--warehouse, or RECALLWATCH_WAREHOUSE): "
+        "give the warehouse's DuckDB file, e.g. warehouse/recallwatch.duckdb, or leave both "
+        "out.\n")
+    # a path given is used whatever the variable holds (the DAGs give the variable's value)
     monkeypatch.setenv("RECALLWATCH_WAREHOUSE", " ")
+    assert cli.main(["--warehouse", "w.duckdb", "ingest", "logs", "logs.jsonl"]) == 0
+    capsys.readouterr()
+    (tmp_path / "w.duckdb").unlink()
     assert cli.main(["ingest", "logs", "logs.jsonl"]) == 2
     assert capsys.readouterr().err == (
         "recallwatch: error: RECALLWATCH_WAREHOUSE holds only spaces: set it to the "

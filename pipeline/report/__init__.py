@@ -85,8 +85,9 @@ def write_report(
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         # a reader (or a scheduled mail) never sees half a report; two reports written at once
-        # (readers may share the warehouse) never write into each other's
-        with written_whole(path) as written:
+        # (readers may share the warehouse) never write into each other's; 0644: a web
+        # server reads it
+        with written_whole(path, 0o644) as written:
             written.write_text(html, encoding="utf-8")
     except OSError as exc:
         raise RecallwatchError(
