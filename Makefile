@@ -51,6 +51,7 @@ test-fast: venv
 
 bench: venv
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/score_floor.py
 	$(BIN)/python bench/ingest.py --requests 10000000 --repeat 1 --out bench/out/ingest-10m
 	$(BIN)/python bench/run_memory.py --requests 10000000 --out bench/out/ingest-10m
 	$(BIN)/python bench/score_ids.py
