@@ -54,25 +54,23 @@ def _when(text: str) -> datetime:
         raise argparse.ArgumentTypeError(str(exc).rstrip(".")) from None
 
 
-def _positive(text: str) -> int:
+def _whole(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be at least 1")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{text} must be a whole number of at least {least}")
     return value
+
+
+def _positive(text: str) -> int:
+    return _whole(text, 1)
 
 
 def _seed(text: str) -> int:
     """A random seed: numpy's generator takes none below 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be a whole number of at least 0")
-    return value
+    return _whole(text, 0)
 
 
 def _alert_k(text: str) -> int:
