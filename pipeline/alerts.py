@@ -352,8 +352,7 @@ def _interval(low: float | None, high: float | None, signed: bool = False) -> st
 def one_line(text: str, limit: int = 200) -> str:
     """Logged text (a slice, a version) fit for a title, a mail header or a terminal line: no
     line breaks, and a control character (NUL, an escape sequence) written as its code."""
-    flat = printable(" ".join(str(text).split()))
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+    return verbatim_line(" ".join(str(text).split()), limit)
 
 
 def verbatim_line(text: str, limit: int = 200) -> str:
