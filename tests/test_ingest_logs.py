@@ -547,6 +547,30 @@ def test_a_quarantined_parquet_row_shows_the_files_own_columns(con, tmp_path, ex
     assert record["request_id"] == "r-2" and "file_row_number" not in record
 
 
+def test_a_quarantined_parquet_row_shows_names_differing_only_in_case_as_the_file_has_them(
+        con, tmp_path):
+    # DuckDB reads a column, a struct field or an item's field whose name differs from an
+    # earlier one's only in case as name_1: the record shown was one the file never held
+    item = pa.struct([("chunk_id", pa.string()), ("Rank", pa.int64()), ("rank", pa.int64())])
+    tags = pa.StructArray.from_arrays([pa.array(["A"]), pa.array(["b"])],
+                                      names=["Tenant", "tenant"])
+    pq.write_table(pa.table({
+        "request_id": ["r-1"], "timestamp": ["not a time"], "query": ["q"],
+        "index_version": ["i"], "K": [3], "k": [2], "tags": tags,
+        "retrieved": pa.array([[{"chunk_id": "a", "Rank": 9, "rank": 1}]], pa.list_(item))}),
+        tmp_path / "logs.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
+    assert (summary.loaded, summary.quarantined) == (0, 1)
+    ((raw, reason),) = con.sql("SELECT raw, reason FROM quarantine").fetchall()
+    assert reason == "bad timestamp: not a time"
+    assert json.loads(raw) == {
+        "request_id": "r-1", "timestamp": "not a time", "query": "q", "index_version": "i",
+        "K": 3, "k": 2, "tags": {"Tenant": "A", "tenant": "b"},
+        "retrieved": [{"chunk_id": "a", "Rank": 9, "rank": 1}]}
+    assert list(json.loads(raw)) == ["request_id", "timestamp", "query", "index_version", "K",
+                                     "k", "tags", "retrieved"]
+
+
 def test_whole_floats_load_as_integers_in_json_lines_as_in_parquet(con, tmp_path):
     # pandas writes an integer column with a missing value as 4.0, in to_json as in to_parquet
     record = request("r-1", ["a", "b", "c", "d", "e"], k=4.0, index_size=182340.0, turn=2.0)

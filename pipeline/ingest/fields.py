@@ -216,18 +216,47 @@ class ViewValues(BoundValues):
             con.execute(f"SET VARIABLE {name} = $value", {"value": value})
 
 
-def _parquet_json(column: str, arrow_type: pa.DataType, bind: BoundValues) -> str:
+def _parquet_json(column: str, arrow_type: pa.DataType, bind: BoundValues,
+                  depth: int = 0) -> str:
     """`column` as JSON under the names the file gives its struct fields. DuckDB matches a
     struct's field names without case and reads a later one that differs from an earlier one
     only in case as name_1 (tags Tenant and tenant became Tenant and tenant_1): each field is
-    read by its position and keyed by its own name, at every depth."""
+    read by its position and keyed by its own name, at every depth, in lists too."""
+    if is_list(arrow_type) and _holds_struct(arrow_type.value_type):
+        item = f"e{depth}"
+        return (f"to_json(list_transform({column}, lambda {item}: "
+                f"{_parquet_json(item, arrow_type.value_type, bind, depth + 1)}))")
     if not pa.types.is_struct(arrow_type):
         return f"to_json({column})"
     pairs = [f"{bind(arrow_type.field(i).name)}, "
              + _parquet_json(f"struct_extract_at({column}, {i + 1})", arrow_type.field(i).type,
-                             bind)
+                             bind, depth)
              for i in range(arrow_type.num_fields)]
     return f"CASE WHEN {column} IS NOT NULL THEN json_object({', '.join(pairs)}) END"
+
+
+def is_list(arrow_type: pa.DataType | None) -> bool:
+    # a fixed_size_list (polars' pl.Array) is a Parquet list too, read by DuckDB as a list
+    return arrow_type is not None and (pa.types.is_list(arrow_type)
+                                       or pa.types.is_large_list(arrow_type)
+                                       or pa.types.is_fixed_size_list(arrow_type))
+
+
+def _holds_struct(arrow_type: pa.DataType) -> bool:
+    """Whether a struct is this type or within its lists (whose fields DuckDB may rename)."""
+    while is_list(arrow_type):
+        arrow_type = arrow_type.value_type
+    return pa.types.is_struct(arrow_type)
+
+
+def parquet_row_json(schema: pa.Schema, bind: BoundValues) -> str:
+    """A row `r` of a Parquet file of `schema` (as DuckDB's read_parquet gives it) as JSON
+    under the file's own column and field names: what a quarantined row shows as its record.
+    Columns are read by position, as _parquet_json reads fields (K and k stay K and k)."""
+    pairs = [f"{bind(field.name)}, "
+             + _parquet_json(f"struct_extract_at(r, {i + 1})", field.type, bind)
+             for i, field in enumerate(schema)]
+    return f"json_object({', '.join(pairs)})"
 
 
 def _parquet_field(field: Field, column: str, arrow_type: pa.DataType | None,

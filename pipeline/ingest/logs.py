@@ -184,8 +184,7 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int | None,
             try:
                 n_loaded = load_staged(con, params, in_parts=parquet)
                 if parquet:
-                    run_script(con, "fill_parquet_raw", {**params, "path": str(path),
-                                                         "line_column": bool(line_column)})
+                    _fill_parquet_raw(con, params, path, line_column)
             except duckdb.Error as exc:
                 # a Parquet file is read as it is judged (a view): a footer that reads over
                 # pages that do not (corrupt, or text that is not UTF-8) fails here, not when
@@ -208,6 +207,16 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int | None,
             state.invalidate(con, "ingest", days + state.source_days(con, source))
             return record_file(con, "logs", source, None, digest, options_text, n_read,
                                n_loaded, n_quarantined), rejudge
+
+
+def _fill_parquet_raw(con, params: dict, path: Path, line_column: str | None) -> None:
+    """Give the file's quarantined rows their record as JSON (sql/fill_parquet_raw.sql)."""
+    bind = fields.ViewValues("parquet_raw")
+    row_json = fields.parquet_row_json(pq.read_schema(path), bind)
+    bind.set_on(con)
+    con.execute(f"CREATE OR REPLACE TEMP MACRO parquet_row_json(r) AS {row_json}")
+    run_script(con, "fill_parquet_raw", {**params, "path": str(path),
+                                         "line_column": bool(line_column)})
 
 
 def part_rows(con) -> int:
@@ -551,17 +560,10 @@ def _append_lines(con, lines: list[int], texts: list[str]) -> None:
     con.unregister("line_batch")
 
 
-def _is_list(arrow_type: pa.DataType | None) -> bool:
-    # a fixed_size_list (polars' pl.Array) is a Parquet list too, read by DuckDB as a list
-    return arrow_type is not None and (pa.types.is_list(arrow_type)
-                                       or pa.types.is_large_list(arrow_type)
-                                       or pa.types.is_fixed_size_list(arrow_type))
-
-
 def _item_struct(arrow_type: pa.DataType | None, depth: int) -> pa.StructType | None:
     """The struct type of items for a list (depth 1) or list of lists (depth 2), else None."""
     for _ in range(depth):
-        if not _is_list(arrow_type):
+        if not fields.is_list(arrow_type):
             return None
         arrow_type = arrow_type.value_type
     return arrow_type if pa.types.is_struct(arrow_type) else None
@@ -574,7 +576,7 @@ def _list_shape(types: dict[str, pa.DataType], ret: str, bind) -> str:
     arrow_type = types.get("retrieved")
     if _item_struct(arrow_type, 1) is not None:
         return "'list'"
-    if not _is_list(arrow_type):
+    if not fields.is_list(arrow_type):
         return bind("retrieved is not a list")
     not_objects = bind("retrieved item 1 is not an object")
     return f"CASE WHEN len({ret}) = 0 THEN 'list' ELSE {not_objects} END"
@@ -584,10 +586,10 @@ def _steps_shape(types: dict[str, pa.DataType], steps: str, ret: str, bind) -> s
     """The shape of a Parquet record's non-null `retrieval_steps`, or the reason JSON Lines
     gives it, in the order sql/stage_logs_jsonl.sql judges them."""
     arrow_type = types.get("retrieval_steps")
-    if not _is_list(arrow_type):
+    if not fields.is_list(arrow_type):
         return bind("retrieval_steps is not a list")
     cases = [f"WHEN {ret} IS NOT NULL THEN {bind(fields.BOTH_LISTS)}"]
-    if not _is_list(arrow_type.value_type):   # steps that are no lists, or no step at all
+    if not fields.is_list(arrow_type.value_type):   # steps that are no lists, or no step at all
         cases.append(f"WHEN len({steps}) > 0 THEN {bind(fields.STEPS_NOT_LISTS)}")
     else:
         cases.append(f"WHEN list_contains(list_transform({steps}, lambda s: s IS NULL), true) "
@@ -648,7 +650,7 @@ def stage_parquet(con, path: Path, *, line_column: str | None = None) -> int:
                      f"lambda x, i: {fields.parquet_item(steps_struct, 'si', bind)})))")
         k_default.append(f"WHEN {shape} = 'steps' THEN "
                          f"list_max(list_transform({steps}, lambda s: len(s)))")
-    if _is_list(types.get("retrieval_steps")):
+    if fields.is_list(types.get("retrieval_steps")):
         n_steps = f"CASE WHEN {shape} = 'steps' THEN len({steps}) ELSE 1 END::INTEGER"
     else:
         n_steps = "1"
