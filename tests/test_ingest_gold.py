@@ -266,3 +266,32 @@ def test_a_csv_header_naming_a_column_twice_is_one_clear_error(con, tmp_path, he
     with pytest.raises(RecallwatchError, match="names the column .* twice"):
         ingest_gold(con, str(path), "v1")
     assert con.sql("SELECT count(*) FROM goldens").fetchall() == [(0,)]
+
+
+@pytest.mark.parametrize("row", ['g-1,"What is the ""basic fee?,c1\n',   # the question's
+                                 'g-1,What is the fee?,"c1|c2\n'])       # the chunk IDs'
+def test_a_gold_csv_quote_never_closed_is_one_clear_error_not_the_rest_of_the_file(
+        con, tmp_path, row):
+    # csv read every line after the open quote as part of its value: g-2 and g-3 vanished
+    # without a quarantine row (read 1, loaded 1), and g-1 loaded with the rest of the file
+    # as its question or as one gold chunk ID
+    path = tmp_path / "gold.csv"
+    path.write_text("gold_id,question,gold_chunk_ids\n" + row
+                    + "g-2,Who signs?,c3\ng-3,When?,c4\n", encoding="utf-8")
+    with pytest.raises(RecallwatchError, match=r"line 2 opens a quoted value that is never "
+                                               r"closed") as error:
+        ingest_gold(con, str(path), "v1")
+    assert "\n" not in str(error.value)
+    assert con.sql("SELECT count(*) FROM goldens").fetchall() == [(0,)]
+
+
+def test_a_gold_csv_whose_quoted_values_close_still_loads(con, tmp_path):
+    # a quoted value spanning lines up to the file's last line, and a quote inside an
+    # unquoted value, are read as before
+    path = tmp_path / "gold.csv"
+    path.write_text('gold_id,question,gold_chunk_ids\ng-1,The 5" screen?,c1\n'
+                    'g-2,"Who\nsigns?",c3\n', encoding="utf-8")
+    result = ingest_gold(con, str(path), "v1")
+    assert (result.read, result.loaded, result.quarantined) == (2, 2, 0)
+    assert con.sql("SELECT gold_id, question FROM goldens ORDER BY 1").fetchall() == [
+        ("g-1", 'The 5" screen?'), ("g-2", "Who\nsigns?")]

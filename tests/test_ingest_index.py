@@ -225,7 +225,8 @@ def test_a_manifest_csv_whose_rows_differ_from_its_header_says_so(con, tmp_path)
     # an unquoted comma in one text: the file was refused for lacking a chunk_id column,
     # which its header has
     (tmp_path / "idx.csv").write_text("chunk_id,text\nc1,alpha\nc2,beta, gamma\n")
-    with pytest.raises(RecallwatchError, match="not every row has the 2 fields the header names"):
+    with pytest.raises(RecallwatchError,
+                       match="line 3 has 3 fields where the header names 2; quote a value"):
         ingest_index(con, str(tmp_path / "idx.csv"), "i1")
 
 
@@ -322,6 +323,36 @@ def test_a_csv_manifest_row_duckdb_cannot_read_is_one_sentence_naming_its_line(
     path.write_bytes(b"chunk_id,text\n"
                      + b"".join(f"c{i},text {i}\n".encode() for i in range(25_000)) + last)
     with pytest.raises(RecallwatchError, match=said) as error:
+        ingest_index(con, str(path), "idx-1")
+    assert "\n" not in str(error.value)
+    assert con.sql("SELECT count(*) FROM index_chunks").fetchall() == [(0,)]
+
+
+@pytest.mark.parametrize("rows, said", [
+    (b"c1,alpha\nc2,beta, gamma\n", "line 3 has 3 fields where the header names 2; quote a value"),
+    (b"c1,alpha\nc2\nc3,x\n", "line 3 has 1 field where the header names 2; quote a value"),
+    (b'c1,alpha\nc2,"beta\nc3,gamma\n', "line 3 opens a quoted value that is never closed"),
+])
+def test_a_csv_manifest_row_within_the_sniffed_rows_is_one_sentence_naming_its_line(
+        con, tmp_path, rows, said):
+    # within the rows DuckDB's sniffer reads, the refusal said "not every row has the 2
+    # fields the header names" and left the user to find the row among thousands
+    path = tmp_path / "m.csv"
+    path.write_bytes(b"chunk_id,text\n" + rows)
+    with pytest.raises(RecallwatchError, match=said) as error:
+        ingest_index(con, str(path), "idx-1")
+    assert "\n" not in str(error.value)
+
+
+def test_a_csv_manifest_quote_never_closed_past_the_sniffed_rows_is_one_sentence(
+        con, tmp_path):
+    # past the rows the sniffer reads, DuckDB's own twenty-line error came out
+    path = tmp_path / "m.csv"
+    path.write_bytes(b"chunk_id,text\n"
+                     + b"".join(f"c{i},text {i}\n".encode() for i in range(25_000))
+                     + b'c-x,"a, b\n')
+    with pytest.raises(RecallwatchError, match="line 25002 opens a quoted value that is "
+                                               "never closed") as error:
         ingest_index(con, str(path), "idx-1")
     assert "\n" not in str(error.value)
     assert con.sql("SELECT count(*) FROM index_chunks").fetchall() == [(0,)]

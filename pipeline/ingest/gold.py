@@ -9,6 +9,7 @@ become goldens as pipeline/formats/ragas.py says."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -177,6 +178,12 @@ def table_records(path: Path, max_record_bytes: int | None = None,
                     refuse_repeated_columns(path, reader.fieldnames)
                 # numbered by the line a record starts on (line_num is where it ends)
                 rows = [(reader.line_num - _line_breaks(row), row) for row in reader]
+            opened = _open_quote_line(path, rows[-1][0], reader) if rows else None
+            if opened is not None:
+                raise RecallwatchError(
+                    f"{path}: line {opened} opens a quoted value that is never closed, "
+                    "so every line after it would be read as part of that value; close the "
+                    'quote (a quote inside a quoted value is written twice: "").')
         except UnicodeDecodeError as exc:
             raise RecallwatchError(
                 f"{path}: not valid UTF-8 (byte {exc.start}); save the gold set as UTF-8."
@@ -217,6 +224,29 @@ def _is_text(record: dict) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _open_quote_line(path: Path, start: int, lenient: csv.DictReader) -> int | None:
+    """The line on which the last CSV record opens a quoted value it never closes, if it
+    does: csv's lenient reader takes every line to the file's end into that value, and the
+    records on them vanish. `start` is where the record was numbered as starting: a value
+    that runs to the end holds the file's last line break too, so it may be one line early,
+    which reads a whole record (or the header) first. Read again strictly, from there, only
+    when the record spans lines; a strict complaint of another kind (a quote after a quoted
+    value's end, which the lenient reader keeps as text) is no open quote."""
+    if lenient.line_num == start:
+        return None
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        lines = list(itertools.islice(fh, max(start, 1) - 1, None))
+    try:
+        for _ in csv.reader(lines, strict=True,
+                            skipinitialspace=lenient.reader.dialect.skipinitialspace):
+            pass
+    except csv.Error as exc:
+        if "unexpected end of data" not in str(exc):
+            return None
+        return start + 1 if lines and lines[-1].endswith(("\n", "\r")) else start
+    return None
 
 
 def _line_breaks(row: dict) -> int:

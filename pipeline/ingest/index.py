@@ -105,6 +105,8 @@ def _unreadable(file: Path, exc: duckdb.Error) -> RecallwatchError:
         return RecallwatchError(
             f"{file}: line {line.group(1)} has {counts.group(2)} fields where the header names "
             f"{counts.group(1)}; quote a value that holds a comma.")
+    if line and "unterminated quote" in text:
+        return RecallwatchError(f"{file}: line {line.group(1)} {_OPEN_QUOTE}")
     return RecallwatchError(f"{file}: cannot read the index manifest "
                             f"({' '.join(text.split())}).")
 
@@ -210,12 +212,42 @@ def _check_columns(file: Path, columns: dict) -> None:
         if "chunk_id" in header:
             # DuckDB's sniffer, given rows of other lengths than the header's, takes another
             # delimiter or another line for the header
-            raise RecallwatchError(
-                f"{file}: not every row has the {len(header)} fields the header names, so "
-                "its columns cannot be told apart; quote a value that holds a comma.")
+            raise _row_of_other_length(file, len(header))
         raise RecallwatchError(f"{file}: an index manifest needs a chunk_id column.")
     if not {"content_hash", "text"} & set(columns):
         raise RecallwatchError(f"{file}: an index manifest needs content_hash or text.")
+
+
+_OPEN_QUOTE = ("opens a quoted value that is never closed, so every line after it would be "
+               'read as part of that value; close the quote (a quote inside a quoted value is '
+               'written twice: "").')
+
+
+def _row_of_other_length(file: Path, fields: int) -> RecallwatchError:
+    """One sentence naming the first row of a CSV manifest that DuckDB's sniffer could not
+    fit to its header (a row of another length, a quote never closed), found by reading the
+    file again with '"' as its quote; the file's whole refusal when no row is to blame."""
+    with open(file, encoding="utf-8-sig", errors="replace", newline="") as fh:
+        reader = csv.reader(fh, strict=True)
+        end = 0
+        try:
+            next(reader, None)
+            end = reader.line_num
+            for row in reader:
+                start, end = end + 1, reader.line_num
+                if row and len(row) != fields:
+                    return RecallwatchError(
+                        f"{file}: line {start} has {len(row)} "
+                        f"field{'' if len(row) == 1 else 's'} where the header names "
+                        f"{fields}; quote a value that holds a comma.")
+        except csv.Error as exc:
+            if "unexpected end of data" in str(exc):
+                return RecallwatchError(f"{file}: line {end + 1} {_OPEN_QUOTE}")
+            return RecallwatchError(f"{file}: line {end + 1} cannot be read as CSV ({exc}); "
+                                    "quote a value that holds a comma or a quote.")
+    return RecallwatchError(
+        f"{file}: not every row has the {fields} fields the header names, so its columns "
+        "cannot be told apart; quote a value that holds a comma.")
 
 
 def _csv_header(file: Path) -> list[str]:
