@@ -16,10 +16,13 @@ is sent again (sql/pending_alerts.sql). A sent resolution that judging its windo
 longer bears out is put right: the episode's new resolution day is sent, or, while it has not
 resolved, an `unresolved` message says so (so too when a new gold set judges the same opening
 resolved elsewhere, or still going on). A resolution waits on a channel that has not got
-its episode's opening. A channel set up on a warehouse with history (`alert_channels`: when
-alerting began on it, in the data's time) pages only what is news: an episode that had
-resolved by then is recorded as `past` and never sent. Channel settings come from the
-environment or a TOML file; URLs, tokens and passwords are never printed, logged or stored."""
+its episode's opening. A failed message that judging again no longer calls for (its
+episode taken back, a withdrawn drop back before the withdrawal got out) is forgotten, never
+delivered to anyone (sql/forget_stale_alerts.sql). A channel set up on a warehouse with
+history (`alert_channels`: when alerting began on it, in the data's time) pages only what is
+news: an episode that had resolved by then is recorded as `past` and never sent. Channel
+settings come from the environment or a TOML file; URLs, tokens and passwords are never
+printed, logged or stored."""
 
 from __future__ import annotations
 
@@ -702,6 +705,11 @@ def send_alerts(con, config: Config, channels: list[Channel], *, report: str | N
     opened: set[tuple[str, str]] = set()   # (episode, channel) whose opening went out
     past: set[tuple[str, str]] = set()     # (episode, channel) whose opening is history
     pending = pending_alerts(con, config, names)
+    if not dry_run:   # a failed message no longer due would otherwise stay failed for good
+        with transaction(con):
+            run_script(con, "forget_stale_alerts", {
+                "channels": names,
+                "due": [f"{r['episode_id']}/{r['event']}/{r['channel']}" for r in pending]})
     since = channels_since(con, names, record=not dry_run)
     # when each episode resolved: the end of its resolving window
     resolved = {row["episode_id"]: row["window_end"] for row in pending

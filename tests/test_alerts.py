@@ -666,6 +666,59 @@ def test_a_drop_on_partial_logs_is_withdrawn_when_the_rest_of_the_day_arrives(tm
     assert len(hook.on("/hook/ab12")) == 2 * len(opened)
 
 
+def _alerts_without_times(warehouse: Path) -> list[tuple]:
+    with connect(warehouse, read_only=True) as con:
+        return sorted(con.sql("SELECT * EXCLUDE (attempts, last_error, first_tried, last_tried) "
+                              "FROM alerts").fetchall(), key=repr)
+
+
+def test_a_failed_withdrawal_of_a_drop_that_came_back_is_not_left_failed(tmp_path, hook):
+    # the drop of days 15-16 is paged; the corrected logs withdraw it while the channel is
+    # down (failed); the low logs come back, and with them the drop: the withdrawal is no
+    # longer due (nobody heard it, the drop goes on), so nothing is sent when the channel is
+    # up again, and `alerts` ends as a fresh run over the same logs leaves it, not with a
+    # failed withdrawal nothing will ever retry
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    warehouse, days, logs = tmp_path / "w.duckdb", *paged_low_days(tmp_path, channels)
+    opened = len(hook.on("/hook/ab12"))
+    hook.fail(10 ** 6)
+    graded_world(tmp_path, {d: 6 for d in days})
+    down = api.run(warehouse, logs=[str(logs)], alert_channels=channels,
+                   now=datetime(2026, 10, 17, 7))
+    assert (down.alerts.sent, down.alerts.failed) == (0, opened)
+    hook.fail(0)
+    tried = len(hook.on("/hook/ab12"))
+    graded_world(tmp_path, {d: 6 if d.day <= 14 else 3 for d in days})
+    for hour in (8, 9):
+        api.run(warehouse, logs=[str(logs)], alert_channels=channels,
+                now=datetime(2026, 10, 17, hour))
+    assert len(hook.on("/hook/ab12")) == tried
+    api.run(tmp_path / "fresh.duckdb", logs=[str(logs)], gold=str(tmp_path / "gold.jsonl"),
+            gold_version="v1", alert_channels=channels, now=datetime(2026, 10, 17, 6))
+    assert _alerts_without_times(warehouse) == _alerts_without_times(tmp_path / "fresh.duckdb")
+    with connect(warehouse, read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM alerts WHERE status = 'failed'").fetchall() == [(0,)]
+
+
+def test_a_failed_opening_of_a_drop_the_corrected_logs_take_back_is_not_left_failed(
+        tmp_path, hook):
+    # the drop of days 15-16 could not be paged (channel down); the corrected logs take it
+    # back: its opening is no longer due, and `alerts` ends as a fresh run leaves it (empty)
+    channels = [Channel("webhook", url=hook.url("/hook/ab12"))]
+    days = [date(2026, 10, 1) + timedelta(days=d) for d in range(16)]
+    gold, logs = graded_world(tmp_path, {d: 6 if d.day <= 14 else 3 for d in days})
+    warehouse = tmp_path / "w.duckdb"
+    hook.fail(10 ** 6)
+    first = api.run(warehouse, logs=[str(logs)], gold=str(gold), gold_version="v1",
+                    alert_channels=channels, now=datetime(2026, 10, 17, 6))
+    assert first.alerts.failed == 2
+    hook.fail(0)
+    graded_world(tmp_path, {d: 6 for d in days})
+    api.run(warehouse, logs=[str(logs)], alert_channels=channels, now=datetime(2026, 10, 17, 7))
+    assert not [r for r in hook.received if r.path == "/hook/ab12"][6:]
+    assert _alerts_without_times(warehouse) == []
+
+
 def test_a_paged_drop_whose_days_lose_all_their_requests_is_withdrawn(tmp_path, hook):
     # days 15-16 were low and paged; the re-delivered logs hold no request on them any more:
     # no metrics, no drift row is left for those days, and the drop must not stay open
