@@ -5,6 +5,7 @@ is replaced whole."""
 from __future__ import annotations
 
 import math
+import tracemalloc
 from datetime import datetime
 
 import numpy as np
@@ -24,6 +25,7 @@ from pipeline.stats import (
     cluster_wilson_interval,
     cr2_sufficient_stats,
 )
+from pipeline.warehouse import run_script
 from tests.conftest import golden, request, snapshot, write_jsonl
 
 
@@ -628,3 +630,32 @@ def test_a_refused_aggregate_puts_neither_its_pass_mark_nor_its_grain_in_force(
     assert run_cli("score")[0] == 0
     assert run_cli("aggregate", "--window", "hour", "--pass-mark", "0.5")[0] == 0
     assert "pass mark 0.5\ngrains day,hour\n" in run_cli("config")[1]
+
+
+def test_intervals_of_many_slices_read_only_the_numeric_columns(con, tmp_path):
+    """A day of 3,000 index versions (3,000 slices × 7 cutoffs): the intervals are computed
+    from the numeric sums; the list columns (index_versions, version_counts, size_hist) are
+    carried as they are, never turned into a Python object per row (with 100,000 versions a
+    day that held 1.3 GB more, aggregate peaked at 3.5 GiB RSS)."""
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["a", "b"])])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"r-{i}", ["a", "x"], index_version=f"idx-{i}",
+                ts=f"2026-11-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z")
+        for i in range(3000)])
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    ingest_logs(con, [str(tmp_path / "logs.jsonl")])
+    score(con)
+    stats_ = run_script(con, "window_metrics", {
+        "start": datetime(2026, 11, 1), "end": datetime(2026, 11, 2), "grain": "day",
+        "pass_mark": 0.7, "cutoffs": [1, 3, 5, 10, 20, 50, 100]}, as_arrow=True)
+    assert stats_.num_rows == 7 * 3001
+    tracemalloc.start()
+    try:
+        table = _with_intervals(stats_, "day", 0.7, 0.05)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert table.num_rows == stats_.num_rows
+    assert table.column("mean_recall").to_pylist()[:3] == [0.5, 0.5, 0.5]
+    # the numeric columns and the intervals: about 940 bytes a row (2,235 with the objects)
+    assert peak < 1500 * stats_.num_rows, peak / stats_.num_rows
