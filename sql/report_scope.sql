@@ -8,6 +8,11 @@
 SELECT table_name FROM information_schema.tables
 WHERE table_catalog = current_database();
 
+-- name: scored_routes
+-- The routes a report may default to: those with a window holding a scored request.
+-- Grain: one row per route. No parameters.
+SELECT DISTINCT route FROM window_metrics WHERE n > 0;
+
 -- name: newest_gold_version
 -- The default gold set of a report, the newest loaded one.
 -- Grain: at most one row, the gold_version with the highest seq in gold_versions (ties by

@@ -308,6 +308,31 @@ def test_a_warehouse_scored_on_the_passages_route_alone_is_reported_on_it(tmp_pa
     assert "Nothing is scored yet" in (tmp_path / "r3" / "report.html").read_text()
 
 
+def test_a_warehouse_scored_on_passages_beside_an_ids_route_with_no_chunk_ids_is_reported_on_it(
+        tmp_path, run_cli):
+    # routes ids,passages and a gold set of passages alone: every request is no_evidence on
+    # ids, so the summary said "no scored windows yet." and the report showed ids with n = 0
+    # while the passages route had scored them all
+    write_jsonl(tmp_path / "gold.jsonl", [{
+        "gold_id": "g-bal", "question": CLAIMS_GOLDEN["question"],
+        "gold_passages": ["the minimum balance is 100 dollars"]}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request("r-1", [{"chunk_id": "a", "text": "the minimum balance is 100 dollars"}],
+                gold_id="g-bal")])
+    run_cli("ingest", "gold", tmp_path / "gold.jsonl", "--version", "v1")
+    run_cli("config", "--routes", "ids,passages")
+    code, out, err = run_cli("run", "--logs", tmp_path / "logs.jsonl", "--out", tmp_path / "r")
+    assert code == 0, err
+    assert "no scored windows yet" not in out, out
+    assert "route passages" in out, out
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "route passages" in html and "route ids" not in html
+    # asked for, the ids route is still reported, as having nothing scored
+    code, _, err = run_cli("report", "--out", tmp_path / "r2", "--route", "ids")
+    assert code == 0, err
+    assert "route ids" in (tmp_path / "r2" / "report.html").read_text()
+
+
 def test_score_reports_how_requests_found_their_golden(tmp_path, run_cli):
     write_jsonl(tmp_path / "gold.jsonl", [CLAIMS_GOLDEN])
     write_jsonl(tmp_path / "logs.jsonl", [

@@ -61,12 +61,18 @@ class ScopeChoice(NamedTuple):
 
 def default_route(con: duckdb.DuckDBPyConnection) -> str:
     """The route a report shows when none is asked for: the first of the routes in force
-    (`config --routes`; ids unless another was put first), so a warehouse scored only on the
-    passages route is reported on it, never as if nothing were scored."""
-    if "settings" not in tables(con):
-        return DEFAULT_ROUTE
-    stored = scalar(con, "SELECT value FROM settings WHERE name = 'routes'")
-    return stored.split(",")[0] if stored else DEFAULT_ROUTE
+    (`config --routes`; ids unless another was put first) that window_metrics holds a scored
+    request of, else the first in force; so a warehouse scored only on the passages route is
+    reported on it, also beside an ids route its gold set gives no chunk IDs to, never as if
+    nothing were scored."""
+    present = tables(con)
+    stored = (scalar(con, "SELECT value FROM settings WHERE name = 'routes'")
+              if "settings" in present else None)
+    routes = stored.split(",") if stored else [DEFAULT_ROUTE]
+    if "window_metrics" in present:
+        scored = {row["route"] for row in rows(con, _scope_sql("scored_routes"))}
+        routes = [r for r in routes if r in scored] + routes
+    return routes[0]
 
 
 def resolve_scope(con: duckdb.DuckDBPyConnection, *, route: str | None = None,
