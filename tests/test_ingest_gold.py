@@ -285,6 +285,21 @@ def test_a_gold_csv_quote_never_closed_is_one_clear_error_not_the_rest_of_the_fi
     assert con.sql("SELECT count(*) FROM goldens").fetchall() == [(0,)]
 
 
+@pytest.mark.parametrize("text, line", [
+    # the open quote "closed" at the next quote of the file: g-2 vanished into g-1's question
+    ('g-1,"What is the fee?,c1\ng-2,"Who signs?",c3\ng-3,"When?",c4\n', 2),
+    # a record before it holds a quoted line break, so it begins a line later than it ends
+    ('g-0,"Two\nlines",c0\ng-1,"What is the fee?,c1\ng-2,Who signs?,c3\n', 4),
+])
+def test_a_gold_csv_quote_never_closed_is_found_whatever_follows_it(con, tmp_path, text, line):
+    path = tmp_path / "gold.csv"
+    path.write_text("gold_id,question,gold_chunk_ids\n" + text, encoding="utf-8")
+    with pytest.raises(RecallwatchError, match=rf"line {line} opens a quoted value that is "
+                                               r"never closed"):
+        ingest_gold(con, str(path), "v1")
+    assert con.sql("SELECT count(*) FROM goldens").fetchall() == [(0,)]
+
+
 def test_a_gold_csv_whose_quoted_values_close_still_loads(con, tmp_path):
     # a quoted value spanning lines up to the file's last line, and a quote inside an
     # unquoted value, are read as before

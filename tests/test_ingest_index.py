@@ -312,7 +312,7 @@ def test_a_csv_manifest_quoting_a_value_only_past_its_first_rows_reads_it_unquot
 
 @pytest.mark.parametrize("last, said", [
     (b"c-x,a,b\n", "line 25002 has 3 fields where the header names 2; quote a value"),
-    (b"c-x\n", "line 25002 has 1 fields where the header names 2; quote a value"),
+    (b"c-x\n", "line 25002 has 1 field where the header names 2; quote a value"),
     (b"c-x,caf\xe9\n", r"not valid UTF-8 \(line 25002\); save the index manifest as UTF-8\."),
 ])
 def test_a_csv_manifest_row_duckdb_cannot_read_is_one_sentence_naming_its_line(

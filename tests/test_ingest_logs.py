@@ -571,6 +571,24 @@ def test_a_quarantined_parquet_row_shows_names_differing_only_in_case_as_the_fil
                                      "k", "tags", "retrieved"]
 
 
+@pytest.mark.parametrize("extra", ["r", "R", "src", "c1", "line", "raw", "p", "e0"])
+def test_a_parquet_column_named_as_the_reader_names_its_parts_is_loaded_and_shown(
+        con, tmp_path, extra):
+    # a column `r` hid the row of the reader aliased r: every Parquet file holding one failed
+    # with an internal error, clean or not
+    columns = {"request_id": ["r-1", "r-2"],
+               "timestamp": ["2026-11-01T10:00:00Z", "not a time"],
+               "query": ["q", "q"], "index_version": ["i", "i"],
+               "retrieved": [[{"chunk_id": "a"}]] * 2, extra: [41, 42]}
+    pq.write_table(pa.table(columns), tmp_path / "logs.parquet")
+    summary = ingest_logs(con, [str(tmp_path / "logs.parquet")])
+    assert (summary.loaded, summary.quarantined) == (1, 1)
+    ((line, raw),) = con.sql("SELECT line, raw FROM quarantine").fetchall()
+    assert line == 2
+    assert json.loads(raw) == {**{k: v[1] for k, v in columns.items() if k != "retrieved"},
+                               "retrieved": [{"chunk_id": "a"}]}
+
+
 def test_whole_floats_load_as_integers_in_json_lines_as_in_parquet(con, tmp_path):
     # pandas writes an integer column with a missing value as 4.0, in to_json as in to_parquet
     record = request("r-1", ["a", "b", "c", "d", "e"], k=4.0, index_size=182340.0, turn=2.0)

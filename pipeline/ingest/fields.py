@@ -221,7 +221,8 @@ def _parquet_json(column: str, arrow_type: pa.DataType, bind: BoundValues,
     """`column` as JSON under the names the file gives its struct fields. DuckDB matches a
     struct's field names without case and reads a later one that differs from an earlier one
     only in case as name_1 (tags Tenant and tenant became Tenant and tenant_1): each field is
-    read by its position and keyed by its own name, at every depth, in lists too."""
+    read by its position and keyed by its own name, in structs and lists at every depth (a
+    struct inside a map's values is shown as DuckDB names it)."""
     if is_list(arrow_type) and _holds_struct(arrow_type.value_type):
         item = f"e{depth}"
         return (f"to_json(list_transform({column}, lambda {item}: "
@@ -249,13 +250,15 @@ def _holds_struct(arrow_type: pa.DataType) -> bool:
     return pa.types.is_struct(arrow_type)
 
 
-def parquet_row_json(schema: pa.Schema, bind: BoundValues) -> str:
-    """A row `r` of a Parquet file of `schema` (as DuckDB's read_parquet gives it) as JSON
-    under the file's own column and field names: what a quarantined row shows as its record.
-    Columns are read by position, as _parquet_json reads fields (K and k stay K and k)."""
-    pairs = [f"{bind(field.name)}, "
-             + _parquet_json(f"struct_extract_at(r, {i + 1})", field.type, bind)
-             for i, field in enumerate(schema)]
+def parquet_row_json(columns: list[tuple[str, str, pa.DataType | None]],
+                     bind: BoundValues) -> str:
+    """A Parquet row as JSON under the file's own column and field names, from each column's
+    (own name, SQL reference, Arrow type; None: shown as DuckDB reads it): what a quarantined
+    row shows as its record. Fields are read by position, as _parquet_json reads them."""
+    pairs = [f"{bind(name)}, "
+             + (_parquet_json(ref, arrow_type, bind) if arrow_type is not None
+                else f"to_json({ref})")
+             for name, ref, arrow_type in columns]
     return f"json_object({', '.join(pairs)})"
 
 

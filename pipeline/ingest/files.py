@@ -122,6 +122,13 @@ def holds_files(path: str | Path, suffixes: tuple[str, ...]) -> bool:
     return any(f.is_file() and f.name.lower().endswith(suffixes) for f in files)
 
 
+# What a CSV file's line opening a quoted value CSV cannot close is told (index manifests, gold
+# sets and RAGAS logs alike): every line after it would be read as part of that value.
+UNCLOSED_QUOTE = ("opens a quoted value that is never closed, so every line after it would be "
+                  'read as part of that value; close the quote (a quote inside a quoted value '
+                  'is written twice: "").')
+
+
 def spaced_csv_header(path: Path) -> bool:
     """Whether a CSV file's header is written with a space after each comma (`gold_id,
     question`): its values then come with that space too, and are read without it."""

@@ -9,7 +9,6 @@ become goldens as pipeline/formats/ragas.py says."""
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ from pipeline.formats import first_wins, ragas, text_id
 from pipeline.ingest.files import (
     DEFAULT_MAX_RECORD_BYTES,
     TABLE_SUFFIXES,
+    UNCLOSED_QUOTE,
     FileResult,
     csv_field_count_reason,
     file_hash,
@@ -177,13 +177,15 @@ def table_records(path: Path, max_record_bytes: int | None = None,
                     reader.fieldnames = [name.strip() for name in reader.fieldnames]
                     refuse_repeated_columns(path, reader.fieldnames)
                 # numbered by the line a record starts on (line_num is where it ends)
-                rows = [(reader.line_num - _line_breaks(row), row) for row in reader]
-            opened = _open_quote_line(path, rows[-1][0], reader) if rows else None
+                rows, spans, end = [], [], reader.line_num
+                for row in reader:
+                    first, end = end + 1, reader.line_num
+                    rows.append((end - _line_breaks(row), row))
+                    if end > first:
+                        spans.append((first, end))
+            opened = _unclosed_quote(path, spans, reader.reader.dialect.skipinitialspace)
             if opened is not None:
-                raise RecallwatchError(
-                    f"{path}: line {opened} opens a quoted value that is never closed, "
-                    "so every line after it would be read as part of that value; close the "
-                    'quote (a quote inside a quoted value is written twice: "").')
+                raise RecallwatchError(f"{path}: line {opened} {UNCLOSED_QUOTE}")
         except UnicodeDecodeError as exc:
             raise RecallwatchError(
                 f"{path}: not valid UTF-8 (byte {exc.start}); save the gold set as UTF-8."
@@ -226,26 +228,36 @@ def _is_text(record: dict) -> bool:
     return True
 
 
-def _open_quote_line(path: Path, start: int, lenient: csv.DictReader) -> int | None:
-    """The line on which the last CSV record opens a quoted value it never closes, if it
-    does: csv's lenient reader takes every line to the file's end into that value, and the
-    records on them vanish. `start` is where the record was numbered as starting: a value
-    that runs to the end holds the file's last line break too, so it may be one line early,
-    which reads a whole record (or the header) first. Read again strictly, from there, only
-    when the record spans lines; a strict complaint of another kind (a quote after a quoted
-    value's end, which the lenient reader keeps as text) is no open quote."""
-    if lenient.line_num == start:
+def _unclosed_quote(path: Path, spans: list[tuple[int, int]],
+                    skipinitialspace: bool) -> int | None:
+    """The line on which a CSV record that runs over several lines (`spans`: its first and
+    last line) opens a quoted value CSV cannot close, if one does. csv's lenient reader takes
+    the lines after such a quote into its value, up to the file's end or the next quote
+    anywhere, and the records on them vanish; read strictly, such a record is an error, while
+    a quoted value that holds line breaks and closes is not."""
+    if not spans:
         return None
+    wanted = iter(spans)
+    first, last = next(wanted)
+    lines: list[str] = []
     with open(path, encoding="utf-8-sig", newline="") as fh:
-        lines = list(itertools.islice(fh, max(start, 1) - 1, None))
-    try:
-        for _ in csv.reader(lines, strict=True,
-                            skipinitialspace=lenient.reader.dialect.skipinitialspace):
-            pass
-    except csv.Error as exc:
-        if "unexpected end of data" not in str(exc):
-            return None
-        return start + 1 if lines and lines[-1].endswith(("\n", "\r")) else start
+        for number, line in enumerate(fh, start=1):
+            if number < first:
+                continue
+            lines.append(line)
+            if number < last:
+                continue
+            try:
+                for _ in csv.reader(lines, strict=True, skipinitialspace=skipinitialspace):
+                    pass
+            except csv.Error:
+                # the record's own first line: blank lines before it are skipped
+                return first + next(i for i, text in enumerate(lines) if text.strip())
+            lines = []
+            span = next(wanted, None)
+            if span is None:
+                return None
+            first, last = span
     return None
 
 

@@ -20,6 +20,7 @@ from pipeline.ingest.files import (
     DEFAULT_MAX_RECORD_BYTES,
     RAW_LIMIT,
     TABLE_SUFFIXES,
+    UNCLOSED_QUOTE,
     FileResult,
     count_quarantined,
     file_hash,
@@ -102,11 +103,9 @@ def _unreadable(file: Path, exc: duckdb.Error) -> RecallwatchError:
         return RecallwatchError(f"{file}: not valid UTF-8 (line {line.group(1)}); save the "
                                 "index manifest as UTF-8.")
     if line and counts:
-        return RecallwatchError(
-            f"{file}: line {line.group(1)} has {counts.group(2)} fields where the header names "
-            f"{counts.group(1)}; quote a value that holds a comma.")
+        return _other_field_count(file, line.group(1), int(counts.group(2)), counts.group(1))
     if line and "unterminated quote" in text:
-        return RecallwatchError(f"{file}: line {line.group(1)} {_OPEN_QUOTE}")
+        return RecallwatchError(f"{file}: line {line.group(1)} {UNCLOSED_QUOTE}")
     return RecallwatchError(f"{file}: cannot read the index manifest "
                             f"({' '.join(text.split())}).")
 
@@ -218,11 +217,6 @@ def _check_columns(file: Path, columns: dict) -> None:
         raise RecallwatchError(f"{file}: an index manifest needs content_hash or text.")
 
 
-_OPEN_QUOTE = ("opens a quoted value that is never closed, so every line after it would be "
-               'read as part of that value; close the quote (a quote inside a quoted value is '
-               'written twice: "").')
-
-
 def _row_of_other_length(file: Path, fields: int) -> RecallwatchError:
     """One sentence naming the first row of a CSV manifest that DuckDB's sniffer could not
     fit to its header (a row of another length, a quote never closed), found by reading the
@@ -236,18 +230,21 @@ def _row_of_other_length(file: Path, fields: int) -> RecallwatchError:
             for row in reader:
                 start, end = end + 1, reader.line_num
                 if row and len(row) != fields:
-                    return RecallwatchError(
-                        f"{file}: line {start} has {len(row)} "
-                        f"field{'' if len(row) == 1 else 's'} where the header names "
-                        f"{fields}; quote a value that holds a comma.")
+                    return _other_field_count(file, start, len(row), fields)
         except csv.Error as exc:
             if "unexpected end of data" in str(exc):
-                return RecallwatchError(f"{file}: line {end + 1} {_OPEN_QUOTE}")
+                return RecallwatchError(f"{file}: line {end + 1} {UNCLOSED_QUOTE}")
             return RecallwatchError(f"{file}: line {end + 1} cannot be read as CSV ({exc}); "
                                     "quote a value that holds a comma or a quote.")
     return RecallwatchError(
         f"{file}: not every row has the {fields} fields the header names, so its columns "
         "cannot be told apart; quote a value that holds a comma.")
+
+
+def _other_field_count(file: Path, line, found: int, named) -> RecallwatchError:
+    return RecallwatchError(
+        f"{file}: line {line} has {found} field{'' if found == 1 else 's'} where the header "
+        f"names {named}; quote a value that holds a comma.")
 
 
 def _csv_header(file: Path) -> list[str]:

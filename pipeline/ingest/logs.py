@@ -210,13 +210,35 @@ def _ingest_log_delivery(con, delivery: Delivery, max_record_bytes: int | None,
 
 
 def _fill_parquet_raw(con, params: dict, path: Path, line_column: str | None) -> None:
-    """Give the file's quarantined rows their record as JSON (sql/fill_parquet_raw.sql)."""
+    """Give the file's quarantined rows their record as JSON: sql/fill_parquet_raw.sql reads
+    them from the table macro parquet_raw_rows, made here from the file's schema. Its columns
+    are read by position under names of our own (c1, c2, ...): a column of the file may bear
+    any name the query would use (a column `r` hid the row of a reader aliased r), and DuckDB
+    renames one whose name differs from an earlier one's only in case (K and k_1)."""
+    schema = pq.read_schema(path)
+    read_names = [row[0] for row in con.execute(
+        "DESCRIBE SELECT * FROM read_parquet($path, hive_partitioning = false)",
+        {"path": str(path)}).fetchall()]
+    own = (list(zip(schema.names, schema.types, strict=True))
+           if len(schema) == len(read_names) else [(name, None) for name in read_names])
+    names = [name for name, _ in own]
+    refs = [f"c{i + 1}" for i in range(len(own))]
     bind = fields.ViewValues("parquet_raw")
-    row_json = fields.parquet_row_json(pq.read_schema(path), bind)
+    row = fields.parquet_row_json(
+        [(name, ref, arrow_type) for (name, arrow_type), ref in zip(own, refs, strict=True)],
+        bind) + "::VARCHAR"
+    if line_column:
+        # a converted file: the record as its input gave it (column `input`), else the row
+        line = f"{refs[names.index(line_column)]}::BIGINT"
+        raw = f"coalesce({refs[names.index('input')]}, {row})" if "input" in names else row
+    else:
+        line, raw = "file_row_number + 1", row
+    source = bind(str(path))
     bind.set_on(con)
-    con.execute(f"CREATE OR REPLACE TEMP MACRO parquet_row_json(r) AS {row_json}")
-    run_script(con, "fill_parquet_raw", {**params, "path": str(path),
-                                         "line_column": bool(line_column)})
+    con.execute(f"CREATE OR REPLACE TEMP MACRO parquet_raw_rows() AS TABLE "
+                f"SELECT {line} AS line, {raw} AS raw "
+                f"FROM read_parquet({source}, hive_partitioning = false) AS src({', '.join(refs)})")
+    run_script(con, "fill_parquet_raw", params)
 
 
 def part_rows(con) -> int:
