@@ -4,20 +4,20 @@ from datetime import timedelta
 
 from airflow.sdk import CronDataIntervalTimetable, Param, chain, dag, task
 
-from pipeline.announce import on_task_failure, utc_start  # light: the standard library only
+from pipeline.announce import first_interval_start, on_task_failure  # light: no Airflow
 
 WAREHOUSE = (os.environ.get("RECALLWATCH_WAREHOUSE")  # empty: not set, as unset
              or "/opt/recallwatch/warehouse/recallwatch.duckdb")
 LOGS = os.environ.get("RECALLWATCH_LOG_SOURCE") or "/opt/recallwatch/logs"
 REPORTS = os.environ.get("RECALLWATCH_REPORT_DIR") or "/opt/recallwatch/reports/latest"
+SCHEDULE = os.environ.get("RECALLWATCH_SCHEDULE") or "0 0 * * *"
 WRITER = "recallwatch_writer"  # a pool of 1 slot: one process at a time may open the DuckDB file
 PARAMS = {key: Param(None, type=["null", "string"], description=f"{key}: ISO date (UTC)")
           for key in ("start", "end")}  # one Param a key: one shared took the last value given
 
 
-@dag(schedule=CronDataIntervalTimetable(os.environ.get("RECALLWATCH_SCHEDULE") or "0 0 * * *",
-                                        timezone="UTC"),
-     start_date=utc_start(os.environ.get("RECALLWATCH_START_DATE") or "2026-10-01"), catchup=True,
+@dag(schedule=CronDataIntervalTimetable(SCHEDULE, timezone="UTC"), catchup=True, start_date=
+     first_interval_start(SCHEDULE, os.environ.get("RECALLWATCH_START_DATE") or "2026-10-01"),
      max_active_runs=1, tags=["recallwatch"], params=PARAMS,
      default_args={"owner": "recallwatch", "retries": 2, "retry_delay": timedelta(minutes=5),
                    "on_failure_callback": on_task_failure})

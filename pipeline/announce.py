@@ -20,7 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pipeline.endpoints import http_endpoint
 from pipeline.errors import RecallwatchError
@@ -39,6 +39,23 @@ def utc_start(text: str) -> datetime:
     begins on the next day."""
     start = datetime.fromisoformat(text)
     return start.replace(tzinfo=UTC) if start.tzinfo is None else start.astimezone(UTC)
+
+
+def first_interval_start(schedule: str, text: str) -> datetime:
+    """The monitor's start date for a UTC cron `schedule` and the first day of logs `text`
+    (utc_start): Airflow begins the first data interval at the first cron time at or after the
+    start date, and a run does the UTC days that ended in its interval, so when that time falls
+    on a later day (a weekly or monthly schedule, `0 0 * * 1` from a Thursday) the days before
+    it were never read. Then the start goes back to the cron time before it, whose interval
+    holds the start date; otherwise it stays as it is."""
+    from croniter import croniter  # installed with Airflow, the only caller
+
+    start = utc_start(text)
+    naive = start.replace(tzinfo=None)
+    first = croniter(schedule, naive - timedelta(seconds=1)).get_next(datetime)
+    if first.date() == naive.date():   # that day ends inside the first interval
+        return start
+    return croniter(schedule, naive + timedelta(seconds=1)).get_prev(datetime).replace(tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------- index rebuilds

@@ -257,7 +257,11 @@ class Budget:
 
     def __init__(self, max_calls: int | None, max_tokens: int | None):
         self.max_calls, self.max_tokens = max_calls, max_tokens
-        self.calls = self.tokens = self.reserved = 0
+        self.calls = self.tokens = self.reserved = self.settled = 0
+        # the most a call has used per token of its estimate: an estimate is characters / 4,
+        # and a model that counts more (its reasoning, a script of one token per letter) would
+        # take the run past max_tokens call after call; later calls are weighed by it
+        self.ratio = 1.0
         self._lock = threading.Lock()
 
     def has_room(self, estimate: int) -> bool:
@@ -267,7 +271,14 @@ class Budget:
     def _fits(self, estimate: int) -> bool:
         if self.max_calls is not None and self.calls + 1 > self.max_calls:
             return False
-        return self.max_tokens is None or self.tokens + self.reserved + estimate <= self.max_tokens
+        return self.max_tokens is None or \
+            self.tokens + (self.reserved + estimate) * self.ratio <= self.max_tokens
+
+    def unproven(self) -> bool:
+        """A token budget whose first call is in flight and none has answered yet: calls
+        started together before any answer would all be weighed by the estimate alone."""
+        with self._lock:
+            return self.max_tokens is not None and not self.settled and self.reserved > 0
 
     def take(self, estimate: int) -> None:
         with self._lock:
@@ -289,6 +300,9 @@ class Budget:
         with self._lock:
             self.reserved -= estimate
             self.tokens += used
+            self.settled += 1
+            if estimate > 0 and used > estimate:
+                self.ratio = max(self.ratio, used / estimate)
 
 
 def verdict_key(config: JudgeConfig, claims: Sequence[str], contexts: Sequence[str]) -> str:
@@ -491,14 +505,19 @@ async def _complete_async(client, config: JudgeConfig, messages: list[dict], bud
             # The same request as client.chat.completions.create, without its per-call
             # conversion of every message by the parameter types: a third of the client's own
             # work per call, on the loop that every call's answer waits for.
-            response = await client.post(
+            # The client's timeout bounds each read, not the answer: a server (or a gateway
+            # sending keep-alive blanks) that trickles its body a byte at a time would hold
+            # the call, and the run, without end. The whole answer is given the timeout.
+            response = await asyncio.wait_for(client.post(
                 "/chat/completions", cast_to=_chat_completion(),
                 body=_body(config, messages, response_format),
-                options={"timeout": config.timeout})
+                options={"timeout": config.timeout}), config.timeout)
             content, used = _reply(response, estimate)
             return content, used, calls
         except (openai.APIStatusError, openai.APIConnectionError) as exc:
             last, wait_for = _retryable(exc, config, calls)
+        except TimeoutError:   # the whole answer took longer than the timeout
+            last, wait_for = f"no answer within {config.timeout:g} s", None
         except _NOT_A_COMPLETION as exc:   # a 200 whose body is no completion: as a 5xx
             last, wait_for = f"the judge endpoint's reply was not a chat completion " \
                              f"({type(exc).__name__})", None
@@ -815,6 +834,8 @@ def _call_all(config: JudgeConfig, todo: list[tuple[str, tuple[str, ...], tuple[
             if not claims or not contexts:
                 answers.put((key, _without_call(claims, contexts)))
                 continue
+            while budget.unproven():   # the first answer tells what a call really costs
+                await asyncio.sleep(0.005)
             if not budget.has_room(estimate_tokens(config, claims, contexts)):
                 answers.put(1 + sum(1 for _ in pending))
                 no_new_calls.set()

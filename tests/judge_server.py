@@ -38,7 +38,9 @@ class Fault:
     with status 200, bodies that are no chat completion at all: 'cut body' (JSON cut short),
     'html' (a proxy's page), 'bytes' (not UTF-8); or a completion of a faulty shape: 'no
     message' (a choice a content filter stopped), 'null message', 'choice text' (a choice that
-    is a string), 'usage text' (total_tokens "n/a", content '{}')."""
+    is a string), 'usage text' (total_tokens "n/a", content '{}'); 'trickle': a whole
+    completion whose body goes out a byte every `seconds` (a gateway sending keep-alive blanks
+    while the model works): each read is quick, the answer is not."""
 
     kind: str
     retry_after: float | None = None
@@ -247,6 +249,20 @@ def _fault(handler: BaseHTTPRequestHandler, fault: Fault) -> None:
                 "role": "assistant", "content": '{"classifications": [{"statement": '}}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
     completion = {"id": "x", "object": "chat.completion", "created": 1, "model": "judge"}
+    if fault.kind == "trickle":
+        data = b" " * 40 + json.dumps({**completion, "choices": [{
+            "index": 0, "finish_reason": "stop", "message": {"role": "assistant",
+                                                              "content": "{}"}}]}).encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.flush()
+        for i in range(len(data)):
+            handler.wfile.write(data[i:i + 1])
+            handler.wfile.flush()
+            time.sleep(fault.seconds)
+        return None
     shapes = {
         "no message": {"choices": [{"index": 0, "finish_reason": "content_filter"}]},
         "null message": {"choices": [{"index": 0, "finish_reason": "stop", "message": None}]},

@@ -519,3 +519,39 @@ def test_a_failure_notice_names_the_days_a_run_was_given(monkeypatch):
                               "data_interval_end": "2026-10-02T00:00:00+00:00"})
     assert [a[2:] for a in sent] == [("2026-10-02", "2026-10-03"),
                                      ("2026-10-01T00:00:00+00:00", "2026-10-02T00:00:00+00:00")]
+
+
+FIRST_RUNS = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+from airflow.serialization.serialized_objects import decode_timetable, encode_timetable
+from airflow.timetables.base import TimeRestriction
+from pipeline import api
+
+dag = DagBag(dag_folder=sys.argv[1]).dags["recallwatch_monitor"]
+restriction = TimeRestriction(earliest=dag.start_date, latest=None, catchup=True)
+timetable = decode_timetable(encode_timetable(dag.timetable))  # the scheduler's own
+first = timetable.next_dagrun_info(last_automated_data_interval=None, restriction=restriction)
+interval = first.data_interval
+json.dump(api.days_ended(interval.start, interval.end), open(sys.argv[2], "w"))
+"""
+
+
+@pytest.mark.parametrize(("schedule", "start", "first_day"), [
+    ("0 0 * * *", "2026-10-01", "2026-10-01"),
+    ("0 6 * * *", "2026-10-01", "2026-10-01"),
+    ("0 0 * * 1", "2026-10-01", "2026-10-01"),   # weekly, the start date a Thursday
+    ("0 0 1 * *", "2026-10-15", "2026-10-15"),   # monthly, from mid-month
+])
+def test_the_monitors_first_run_does_the_start_date_whatever_the_schedule(
+        airflow_env, tmp_path, schedule, start, first_day):
+    # a weekly schedule from a Thursday began its first interval on the Monday after: the
+    # logs of the start date and the days after it up to that Monday were never read
+    out = tmp_path / "first.json"
+    done = subprocess.run([sys.executable, "-c", FIRST_RUNS, str(DAGS), str(out)],
+                          env={**airflow_env, "RECALLWATCH_SCHEDULE": schedule,
+                               "RECALLWATCH_START_DATE": start},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0 and out.exists(), done.stdout[-3000:] + done.stderr[-3000:]
+    days = json.loads(out.read_text())
+    assert days is not None and days["start"] <= f"{first_day}T00:00:00" < days["end"], days

@@ -10,6 +10,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -152,6 +153,17 @@ def test_a_hang_past_the_timeout_is_retried():
     with JudgeServer(reply=script(Fault("hang", seconds=3))) as server:
         verdict = judge_claims(config(server, timeout=0.5), CLAIMS, CONTEXTS)
     assert verdict.status == "ok" and verdict.covered == 3 and server.calls == 2
+
+
+def test_an_answer_trickled_past_the_timeout_is_a_timeout_retried_never_a_hold():
+    # each byte comes within the timeout, the whole answer does not: the client's timeout
+    # bounds one read, and a call held 40+ s (and a run, without end) with timeout 0.5
+    with JudgeServer(reply=script(Fault("trickle", seconds=0.1))) as server:
+        started = time.monotonic()
+        verdict = judge_claims(config(server, timeout=0.5), CLAIMS, CONTEXTS)
+        took = time.monotonic() - started
+    assert verdict.status == "ok" and verdict.covered == 3 and server.calls == 2
+    assert took < 5, took
 
 
 def test_a_408_request_timeout_is_retried_as_a_timeout_is():
@@ -375,6 +387,18 @@ def test_a_token_budget_stops_new_calls(con):
                          now=NOW)
     assert run.tokens <= 300 and run.judged == server.calls and 0 < run.judged < 10
     assert run.skipped_budget == 10 - run.judged and run.failed == 0
+
+
+@pytest.mark.parametrize("concurrency", [1, 10])
+def test_a_token_budget_holds_when_calls_cost_more_than_estimated(con, concurrency):
+    # the estimate is characters / 4; a model counting 5 times that (its reasoning tokens, a
+    # script of a token per letter) took max_tokens 1500 to 2000 tokens one call at a time,
+    # and to 7000 with 10 calls started together on the estimate alone
+    with JudgeServer(total_tokens=1000) as server:
+        run = judge_many(con, config(server, concurrency=concurrency, max_tokens=1500),
+                         items(20, 20), now=NOW)
+    assert run.tokens <= 1500 and run.judged == server.calls == 1
+    assert run.skipped_budget == 19 and run.failed == 0
 
 
 def test_a_run_interrupted_midway_keeps_its_verdicts_and_a_rerun_calls_for_the_rest(con):
