@@ -1116,6 +1116,73 @@ def test_an_index_that_goes_live_a_second_time_keeps_what_was_carried_to_it(
         (between, "c-1", chunks[between], "same_id" if between == "idx-1" else "content_hash")}
 
 
+@pytest.mark.parametrize("between", ["idx-1", "idx-3"])
+def test_a_second_go_live_recorded_before_the_logs_keeps_the_first(con, tmp_path, between):
+    # the same history as above, its rebuilds recorded on a fresh warehouse before any log was
+    # loaded (the rebuild history first, then the logs caught up): no request of idx-2 was
+    # loaded yet, so its second go-live (day 22, after idx-1 or idx-3 went live on day 15)
+    # replaced its first (day 8) as a correction; idx-2's first stint was then served before
+    # its rebuild and compared as the gold IDs are, and the index between was carried from
+    # what c-1 is in idx-2 (other content): every request of both missed, where the same
+    # commands after the logs score them all 1
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    chunks = {"idx-1": "c-1", "idx-2": "n-1", "idx-3": "m-1"}
+    for version, chunk in chunks.items():   # idx-2 reuses the ID c-1 for other content
+        other = {"chunk_id": "c-1" if version == "idx-2" else f"z-{version}", "text": "zeta"}
+        write_jsonl(tmp_path / f"{version}.jsonl", [{"chunk_id": chunk, "text": "alpha"}, other])
+    spans = [("idx-1", range(1, 8)), ("idx-2", range(8, 15)), (between, range(15, 22)),
+             ("idx-2", range(22, 24))]
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"{version}-{d}", [chunks[version]], ts=day(d), index_version=version)
+        for version, days in spans for d in days])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
+    rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
+    rebuild(con, between, str(tmp_path / f"{between}.jsonl"), datetime(2026, 11, 15))
+    again = rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), datetime(2026, 11, 22))
+    run(con, logs=[str(tmp_path / "logs.jsonl")])
+
+    assert (again.live_from, again.live_again) == (LIVE, datetime(2026, 11, 22))
+    assert con.sql("SELECT index_version, live_from FROM rebuilds ORDER BY 2").fetchall() == [
+        ("idx-2", LIVE), (between, datetime(2026, 11, 15))]
+    assert con.sql("SELECT DISTINCT recall FROM request_scores").fetchall() == [(1.0,)]
+    assert {row[1:5] for row in carried(con)} == {
+        ("idx-2", "c-1", "n-1", "content_hash"),
+        (between, "c-1", chunks[between], "same_id" if between == "idx-1" else "content_hash")}
+
+
+def test_a_rollback_after_a_takeover_not_recorded_leaves_the_first_stint_as_it_was(con,
+                                                                                    tmp_path):
+    # idx-1 to day 7, idx-2 from day 8 (its manifest loaded, no rebuild recorded), back to
+    # idx-1 from day 15, recorded with `rebuild`. Its carry (through idx-2, where the ID c-1
+    # holds other content) was applied to every request of idx-1: the days 1-7, served before
+    # idx-2 existed, went from recall 1 to 0 though neither they nor the gold set changed,
+    # their gold chunk counted not_in_index though idx-1's own manifest holds it
+    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
+    write_jsonl(tmp_path / "idx-1.jsonl", [{"chunk_id": "c-1", "text": "alpha"},
+                                           {"chunk_id": "z-1", "text": "zeta"}])
+    write_jsonl(tmp_path / "idx-2.jsonl", [{"chunk_id": "n-1", "text": "alpha"},
+                                           {"chunk_id": "c-1", "text": "zeta"}])
+    write_jsonl(tmp_path / "logs.jsonl", [
+        request(f"a-{d}", ["c-1"], ts=day(d)) for d in range(1, 8)] + [
+        request(f"b-{d}", ["n-1"], ts=day(d), index_version="idx-2") for d in range(8, 15)] + [
+        request(f"c-{d}", ["c-1"], ts=day(d)) for d in range(15, 17)])
+    ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
+    ingest_index(con, str(tmp_path / "idx-2.jsonl"), "idx-2")
+    run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
+        gold_version="v1")
+    first = dict(con.sql("SELECT request_id, recall FROM request_scores "
+                         "WHERE request_id LIKE 'a-%'").fetchall())
+    assert set(first.values()) == {1.0}
+    rebuild(con, "idx-1", str(tmp_path / "idx-1.jsonl"), datetime(2026, 11, 15))
+    run(con)
+
+    assert dict(con.sql("SELECT request_id, recall FROM request_scores "
+                        "WHERE request_id LIKE 'a-%'").fetchall()) == first
+    assert con.sql("SELECT count(*) FROM miss_causes WHERE request_id LIKE 'a-%'"
+                   ).fetchall() == [(0,)]
+
+
 def test_a_smoke_test_request_of_a_later_index_does_not_make_it_the_one_replaced(con, tmp_path):
     # idx-1 served to day 9, idx-2 from day 10, idx-3 from day 15 — but one smoke-test
     # request of idx-3 late on day 9 made it the last to serve before idx-2 went live, and
