@@ -37,6 +37,7 @@ from pipeline.stats import (
     cluster_sufficient_stats,
     cluster_t_interval,
     cluster_wilson_interval,
+    cr2_sufficient_stats,
     e_benjamini_hochberg,
     hedged_capital,
     hybrid_difference_interval,
@@ -991,6 +992,26 @@ def test_cluster_wilson_at_zero_and_all_is_no_wider_than_one_away():
     every = cluster_wilson_interval(*cluster_sufficient_stats(np.ones(1000), groups))
     all_but_one = cluster_wilson_interval(*cluster_sufficient_stats(1.0 - y, groups))
     assert every.high == 1.0 and every.low >= all_but_one.low
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="known limit (README, Intervals): at 0/n and n/n the "
+                   "design effect is taken as 1, so wholly correlated sessions undercover")
+@pytest.mark.parametrize("sessions, size, q", [(6, 5, 0.83), (10, 3, 0.14)])
+def test_cluster_wilson_covers_wholly_correlated_sessions_at_the_edges(sessions, size, q):
+    # every session finds its chunk in all of its requests (chance q) or in none: a window
+    # whose every session failed (or succeeded) is 0/n (n/n), the design effect cannot be
+    # estimated there and is taken as 1, and Wilson on all n requests excludes q. Exact
+    # coverage over the binomial number of succeeding sessions: 0.664 and 0.739
+    groups = np.repeat(np.arange(sessions), size)
+    coverage = 0.0
+    for k in range(sessions + 1):
+        y = np.repeat((np.arange(sessions) < k).astype(float), size)
+        low, high = cluster_wilson_interval(*cluster_sufficient_stats(y, groups),
+                                            cr2=cr2_sufficient_stats(y, groups))
+        if low <= q <= high:
+            coverage += stats.binom.pmf(k, sessions, q)
+    assert coverage >= 0.93, coverage
 
 
 def test_cluster_wilson_is_undefined_for_one_session_and_bounded_at_the_edges():
