@@ -56,6 +56,7 @@ bench: venv
 	$(BIN)/python bench/run_memory.py --requests 10000000 --out bench/out/ingest-10m
 	$(BIN)/python bench/score_ids.py
 	$(BIN)/python bench/drift_sim.py
+	$(BIN)/python bench/drift_slices.py
 
 lint: venv
 	$(BIN)/ruff check .

@@ -50,6 +50,7 @@ together, because false discoveries are controlled across the slices of a window
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from datetime import datetime
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from scipy import stats as sp
 
 from pipeline import state
@@ -175,6 +177,7 @@ class _Series:
     # keyed by the baseline they were compared with
     recovered: _Pool | None = None
     last_version: str | None = None
+    built_with: str = ""                           # of every row of the series (built_with)
 
 
 @dataclass(frozen=True)
@@ -277,34 +280,58 @@ def judge(windows: pa.Table, config: Config, grain: str, first_seen: dict,
     least LABEL_SHARE of it (a smoke test of the next index is no change point). Windows are
     judged in time order, all series of a window together. Each metric is its own series and
     its own false-discovery family, so leaving some out changes nothing in the others' rows."""
-    cols = windows.to_pydict()
-    # rows of an earlier release (or a hand-built table) may have no histogram
-    cols.setdefault("size_hist", [None] * windows.num_rows)
-    by_time: dict[datetime, list[int]] = {}
-    by_series: dict[tuple, list[int]] = {}
-    for i, start in enumerate(cols["window_start"]):
-        by_time.setdefault(start, []).append(i)
-        by_series.setdefault(_series_key(cols, i), []).append(i)
+    # one window's rows at a time become Python values: every window of the history at once
+    # held ~1.4 KB a row (3,000 tag values x 7 cutoffs x 30 days: 0.9 GB) until the end
+    windows = windows.take(pc.sort_indices(windows, [("window_start", "ascending")]))
+    starts = windows.column("window_start").to_pylist()
+    bounds = [i for i in range(len(starts) + 1)
+              if i in (0, len(starts)) or starts[i] != starts[i - 1]]
+    del starts
+    history = _History(windows)
     series: dict[tuple, _Series] = {}
     # each window's rows become columns at once: a dict per row of every window of the
     # history held ~4 KB a row until the end (many slices x many days)
     batches: list[pa.Table] = []
-    times = sorted(by_time)
-    for step, when in enumerate(times):
+    times = len(bounds) - 1
+    for step, (first, stop) in enumerate(itertools.pairwise(bounds)):
         if progress:
-            progress(f"drift by {grain}", step, len(times))
+            progress(f"drift by {grain}", step, times)
+        cols = _columns(windows.slice(first, stop - first))
         items = []
-        for i in by_time[when]:
+        for i in range(stop - first):
             for metric in metrics:
                 key = (*_series_key(cols, i), metric)
                 if key not in series:
-                    series[key] = _new_series(key, config, cols, by_series[key[:4]],
-                                              first_seen)
+                    series[key] = _new_series(key, config, history, first_seen)
                 items.append(_prepare(series[key], _window(cols, i, metric, first_seen)))
         batches.append(pa.Table.from_pylist(_judge_window(items, config, grain), schema=_SCHEMA))
     if progress:
-        progress(f"drift by {grain}", len(times), len(times))
+        progress(f"drift by {grain}", times, times)
     return pa.concat_tables(batches) if batches else _SCHEMA.empty_table()
+
+
+def _columns(windows: pa.Table) -> dict:
+    cols = windows.to_pydict()
+    # rows of an earlier release (or a hand-built table) may have no histogram
+    cols.setdefault("size_hist", [None] * windows.num_rows)
+    return cols
+
+
+class _History:
+    """Every window of every series, as Python values, made only when a pinned baseline
+    (dates, index) first pools its member windows: the default baselines never read it."""
+
+    def __init__(self, windows: pa.Table):
+        self.windows = windows
+        self.cols: dict | None = None
+        self.by_series: dict[tuple, list[int]] = {}
+
+    def of(self, key: tuple) -> tuple[dict, list[int]]:
+        if self.cols is None:
+            self.cols = _columns(self.windows)
+            for i in range(self.windows.num_rows):
+                self.by_series.setdefault(_series_key(self.cols, i), []).append(i)
+        return self.cols, self.by_series[key]
 
 
 def _series_key(cols: dict, i: int) -> tuple:
@@ -354,6 +381,10 @@ def size_histogram(rows: list[dict] | None, prefix: str,
 
 def merge_histograms(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Two histograms of clusters by size summed size by size."""
+    if a.shape[0] <= 1 and b.shape[0] == 1 and (a.shape[0] == 0 or a[0, 0] == b[0, 0]):
+        # one size on both sides (most windows): the sum below without sorting
+        summed = np.zeros(3) + b[0, 1:] if a.shape[0] == 0 else np.zeros(3) + a[0, 1:] + b[0, 1:]
+        return np.concatenate([b[0, :1], summed]).reshape(1, 4)
     both = np.concatenate([a, b])
     sizes, where = np.unique(both[:, 0], return_inverse=True)
     out = np.zeros((sizes.size, 4))
@@ -370,6 +401,14 @@ def cr2_sums(hist: np.ndarray | None, n: float) -> np.ndarray:
     sql/window_metrics.sql sums them for one window. All NaN without a histogram."""
     if hist is None or not hist.size:
         return np.full(5, np.nan)
+    if hist.shape[0] == 1 and n > 0:
+        # one size of cluster (most windows: no sessions): the same sums without numpy's
+        # per-call cost, which across thousands of slices was a fifth of drift's time
+        size, clusters, s, s_sq = (float(x) for x in hist[0])
+        w = 1.0 / max(n - size, 1.0) if size < n else 0.0
+        q = size * size * w / n
+        return np.array([s_sq * w, s * size * w, clusters * size * size * w,
+                         clusters * (q * q), size])
     size, clusters, s, s_sq = hist.T
     with np.errstate(divide="ignore"):
         w = np.where(size < n, 1.0 / np.maximum(n - size, 1.0), 0.0)
@@ -377,13 +416,14 @@ def cr2_sums(hist: np.ndarray | None, n: float) -> np.ndarray:
                      np.sum(clusters * (size * size * w / n) ** 2), size.max()])
 
 
-def _new_series(key: tuple, config: Config, cols: dict, rows: list[int],
-                first_seen: dict) -> _Series:
+def _new_series(key: tuple, config: Config, history: _History, first_seen: dict) -> _Series:
     """A series seen for the first time; a pinned baseline pools its member windows now."""
     series = _Series(key, config.baseline_for(key[0]))
     series.lag = trailing_gap(config, series.baseline)
+    series.built_with = built_with(config, series.baseline)
     if series.baseline.kind in ("dates", "index"):
         pool = _Pool(("pinned",))
+        cols, rows = history.of(key[:4])
         for i in rows:
             window = _window(cols, i, key[4], first_seen)
             if window.n > 0 and _pinned_member(series.baseline, window):
@@ -556,17 +596,14 @@ class _Tests:
         seq = _anytime(judged, base, win, base_session, base_mean, families, config, alpha)
         drop = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_drop"][m], alpha / 4))
         rise = _per_family(families, lambda m: e_benjamini_hochberg(seq["e_rise"][m], alpha / 4))
-        edges = {}
-        for side, found in (("drop", drop), ("rise", rise)):
-            share = _selected_share(families, found, seq["e_" + side])
-            threshold = seq["log_threshold"] - np.log(share)
-            for grid in ("grid_", "restarted_grid_"):
-                edges[grid + side] = _edge(side, seq["grid"], seq[grid + side], threshold,
-                                           seq["lower"], seq["upper"])
+        thresholds = {side: seq["log_threshold"]
+                      - np.log(_selected_share(families, found, seq["e_" + side]))
+                      for side, found in (("drop", drop), ("rise", rise))}
+        edges, carried, restarted = _anytime_grids(judged, seq, thresholds)
         return cls(fixed["delta"], fixed["low"], fixed["high"], edges["grid_rise"],
                    edges["grid_drop"], drop, rise,
                    np.where(fixed["delta"] < 0, seq["e_drop"], seq["e_rise"]), seq["mdd"],
-                   seq["need"], method, seq["carried"], seq["restarted"],
+                   seq["need"], method, carried, restarted,
                    edges["restarted_grid_rise"], edges["restarted_grid_drop"], **back)
 
 
@@ -743,9 +780,10 @@ def _half_width(interval: Interval, z: float) -> np.ndarray:
 def _anytime(judged: list[_Item], base, win, base_session, is_mean, families: dict,
              config: Config, alpha: float) -> dict:
     """The detector's e-values against baseline-lower-bound - margin (drops) and
-    baseline-upper-bound + margin (rises), and over a grid of differences (from which
-    _Tests.of draws the interval, once the family's discoveries are known), and the drop it
-    detects with 80 % power. Detector states are proposed here and committed by `_row`."""
+    baseline-upper-bound + margin (rises), and the drop it detects with 80 % power; with what
+    `_anytime_grids` needs to run the detectors over the grid of differences, once the
+    family's discoveries are known. Detector states are proposed there and committed by
+    `_row`."""
     margin = config.drift_margin
     t = np.array([it.series.t + 1 for it in judged], dtype=float)
     trailing = np.array([it.series.baseline.kind == "trailing" for it in judged])
@@ -767,54 +805,30 @@ def _anytime(judged: list[_Item], base, win, base_session, is_mean, families: di
     log_threshold = math.log(4.0 / alpha)
     grid = np.union1d(GRID, [-margin, margin])
     m = len(judged)
-    fresh = np.full((m, grid.size), -math.inf)
     window_sums = (win[:, N], win[:, TOTAL], win[:, SIZE_SQ], win[:, CROSS], win[:, CSQ], scale)
     residual = _residual(win)
     # what this window adds to a detector's pooled sums, in _Detector's order
     added = np.stack([win[:, N], win[:, N] / scale, win[:, SIZE_SQ] / scale ** 2,
                       residual / scale ** 2, residual, win[:, SIZE_SQ]], axis=1)
     out: dict = {}
-    proposed = {}
     for side, bound, sign in (("drop", lower, -1.0), ("rise", upper, 1.0)):
         detectors = [getattr(it.series, side) for it in judged]
         exact = bernstein_log_evalue(bound + sign * margin, *window_sums, lam, side)
-        on_grid = bernstein_log_evalue(bound[:, None] + grid, *(x[:, None] for x in window_sums),
-                                       lam[:, None], side)
-        carried_grid = np.array([fresh[0] if d.log_s_grid is None else d.log_s_grid
-                                 for d in detectors])
-        for which, (log_s, log_s_grid) in enumerate((
-                (np.array([d.log_s for d in detectors]), carried_grid),
-                (np.full(m, -math.inf), fresh))):
-            new_s, log_m = mixture_update(log_s, exact, t)
-            new_grid, log_m_grid = mixture_update(log_s_grid, on_grid, t[:, None])
-            # the e-values of the grid's differences: _Tests.of rules out those reaching the
-            # threshold its family's discoveries set (_edge), bounding the difference
-            if which == 0:
-                out["e_" + side] = np.exp(np.minimum(log_m, 700.0))
-                out["grid_" + side] = log_m_grid
-            else:
-                out["restarted_grid_" + side] = log_m_grid
-            before = (np.array([[d.n, d.linear, d.quadratic, d.residual, d.variance, d.size_sq]
-                                for d in detectors]) if which == 0 else np.zeros((m, 6)))
-            starts = [d.start_t for d in detectors] if which == 0 else t.astype(int).tolist()
-            # each detector keeps a copy of its own row: a view would keep this window's whole
-            # (series x grid) array alive for as long as any series of it is not judged again
-            # (a slice absent on later days), and a warehouse of many slices grew by such arrays
-            # window after window (1,000 tag values over 20 days: 1.85 GB peak, 1.50 with copies)
-            proposed[(side, which)] = [
-                _Detector(float(new_s[j]), new_grid[j].copy(), int(starts[j]),
-                          *(before[j] + added[j]))
-                for j in range(m)]
-    out.update(grid=grid, lower=lower, upper=upper, log_threshold=log_threshold)
-    carried = [{side: proposed[(side, 0)][j] for side in ("drop", "rise")} for j in range(m)]
-    restarted = [{side: proposed[(side, 1)][j] for side in ("drop", "rise")} for j in range(m)]
+        new_s, log_m = mixture_update(np.array([d.log_s for d in detectors]), exact, t)
+        out["e_" + side] = np.exp(np.minimum(log_m, 700.0))
+        out["new_s_" + side] = new_s
+        out["restarted_s_" + side] = mixture_update(np.full(m, -math.inf), exact, t)[0]
+        out["before_" + side] = np.array([[d.n, d.linear, d.quadratic, d.residual, d.variance,
+                                           d.size_sq] for d in detectors]).reshape(m, 6)
+        out["start_" + side] = [d.start_t for d in detectors]
+    out.update(grid=grid, lower=lower, upper=upper, log_threshold=log_threshold, t=t, lam=lam,
+               window_sums=window_sums, added=added)
     # power: a drop this large, present since the drop detector (re)started, has reached the
     # threshold by now with 80 % probability — from the change-at-start term alone (weight
     # w_start) at the worst e-BH rank; every other term only adds evidence
     family_size = np.array([len(families[it.series.key[1:]]) for it in judged], dtype=float)
-    pooled = np.array([[c["drop"].start_t, c["drop"].n, c["drop"].linear, c["drop"].quadratic,
-                        c["drop"].residual, c["drop"].variance, c["drop"].size_sq]
-                       for c in carried], dtype=float).T
+    pooled = np.column_stack([np.array(out["start_drop"], dtype=float).reshape(m),
+                              out["before_drop"] + added]).T
     log_level = log_threshold + np.log(family_size) - np.log(change_weight(pooled[0]))
 
     def detectable(more: np.ndarray) -> np.ndarray:
@@ -839,8 +853,74 @@ def _anytime(judged: list[_Item], base, win, base_session, is_mean, families: di
         ok = detectable(np.exp(mid)) <= config.detectable_drop
         hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
     need = np.where(reachable, np.ceil((np.exp(hi) - 1.0) * pooled[1]), np.nan)
-    return {**out, "mdd": np.where(np.isinf(mdd), np.nan, mdd), "need": need,
-            "carried": carried, "restarted": restarted}
+    return {**out, "mdd": np.where(np.isinf(mdd), np.nan, mdd), "need": need}
+
+
+# series whose detectors run over the grid together: a (series x grid) array of them is 3 MB,
+# where a window of many slices at once (63,000 series: 3,000 tag values x 7 cutoffs x 3
+# metrics) made arrays of 200 MB, a dozen of them alive together
+GRID_ROWS = 1024
+
+
+def _anytime_grids(judged: list[_Item], seq: dict, thresholds: dict) -> tuple[dict, list, list]:
+    """The detectors run over the grid of differences: each side of the anytime interval
+    (`_edge`, at each series' threshold in `thresholds`) and the proposed detector states,
+    carried on for every series; restarted here only where `_row` may read them: the interval
+    of a series in an open episode (its end restarts a detector, and its interval with it) or
+    whose sides cross (`_one_interval`). Elsewhere the restarted bounds are NaN."""
+    m, grid = len(judged), seq["grid"]
+    edges = {name: np.full(m, np.nan) for name in ("grid_drop", "grid_rise",
+                                                   "restarted_grid_drop",
+                                                   "restarted_grid_rise")}
+    carried: list[dict] = [{} for _ in range(m)]
+    restarted: list[dict] = [{} for _ in range(m)]
+
+    def on_grid(rows, side: str) -> np.ndarray:
+        bound = seq["lower"] if side == "drop" else seq["upper"]
+        return bernstein_log_evalue(bound[rows, None] + grid,
+                                    *(x[rows, None] for x in seq["window_sums"]),
+                                    seq["lam"][rows, None], side)
+
+    def edge(name: str, side: str, rows, log_m: np.ndarray) -> None:
+        # the e-values of the grid's differences: those reaching the threshold its family's
+        # discoveries set are ruled out, bounding the difference
+        edges[name + side][rows] = _edge(side, grid, log_m, thresholds[side][rows],
+                                         seq["lower"][rows], seq["upper"][rows])
+
+    for first in range(0, m, GRID_ROWS):
+        rows = np.arange(first, min(first + GRID_ROWS, m))
+        for side in ("drop", "rise"):
+            grids = [getattr(judged[j].series, side).log_s_grid for j in rows]
+            carried_grid = np.array([np.full(grid.size, -math.inf) if g is None else g
+                                     for g in grids])
+            new_grid, log_m = mixture_update(carried_grid, on_grid(rows, side),
+                                             seq["t"][rows, None])
+            edge("grid_", side, rows, log_m)
+            # each detector keeps a copy of its own row: a view would keep the chunk's whole
+            # (series x grid) array alive for as long as any series of it is not judged again
+            # (a slice absent on later days)
+            for offset, j in enumerate(rows):
+                carried[j][side] = _Detector(
+                    float(seq["new_s_" + side][j]), new_grid[offset].copy(),
+                    int(seq["start_" + side][j]),
+                    *(seq["before_" + side][j] + seq["added"][j]))
+    episode = np.array([it.series.episode is not None for it in judged])
+    low, high = edges["grid_rise"], edges["grid_drop"]
+    with np.errstate(invalid="ignore"):
+        crossed = np.isfinite(low) & np.isfinite(high) & (low > high)
+    needed = np.flatnonzero(episode | crossed)
+    for first in range(0, needed.size, GRID_ROWS):
+        rows = needed[first:first + GRID_ROWS]
+        for side in ("drop", "rise"):
+            fresh = np.full((rows.size, grid.size), -math.inf)
+            new_grid, log_m = mixture_update(fresh, on_grid(rows, side), seq["t"][rows, None])
+            edge("restarted_grid_", side, rows, log_m)
+            for offset, j in enumerate(rows):
+                if judged[j].series.episode == side:
+                    restarted[j][side] = _Detector(
+                        float(seq["restarted_s_" + side][j]), new_grid[offset].copy(),
+                        int(seq["t"][j]), *(np.zeros(6) + seq["added"][j]))
+    return edges, carried, restarted
 
 
 def _widened(var, drop, level, most) -> np.ndarray:
@@ -877,7 +957,7 @@ def _row(it: _Item, j: int | None, tests: _Tests | None, config: Config, grain: 
         "baseline_value": None, "delta": None, "delta_low": None, "delta_high": None,
         "margin": margin, "method": "none", "evidence": None, "decision": "baseline",
         "state": "none", "episode_id": None, "min_detectable_delta": None, "n_needed": None,
-        "built_with": built_with(config, s.baseline),
+        "built_with": s.built_with,
     }
     s.last_version = window.version
     if window.n == 0:
