@@ -1084,16 +1084,14 @@ def test_cli_rebuild_without_a_gold_set_says_it_is_recorded(run_cli, tmp_path, w
             "carried when one is (`recallwatch ingest gold PATH --version V`)") in out
 
 
-@pytest.mark.parametrize("between", ["idx-1", "idx-3"])
-def test_an_index_that_goes_live_a_second_time_keeps_what_was_carried_to_it(
-        con, tmp_path, between):
-    # idx-1 to day 7, idx-2 (c-1 re-IDed n-1) from day 8, then idx-1 again (a rollback) or
-    # idx-3 (re-IDed m-1) from day 15, and back to idx-2 from day 22: the second go-live of
-    # idx-2 replaced its first, so the index between was carried from what c-1 is in idx-2
-    # when it is not a carry (other content), and every request it served missed
+def second_go_live_world(tmp_path, between: str) -> dict[str, str]:
+    """idx-1 to day 7, idx-2 (c-1 re-IDed n-1, the ID c-1 reused for other content) from day
+    8, then `between` (idx-1 again, or idx-3: c-1 re-IDed m-1) from day 15, and idx-2 again
+    from day 22: the gold set, the three manifests and the logs. Returns each index's ID of
+    the gold chunk."""
     write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
     chunks = {"idx-1": "c-1", "idx-2": "n-1", "idx-3": "m-1"}
-    for version, chunk in chunks.items():   # idx-2 reuses the ID c-1 for other content
+    for version, chunk in chunks.items():
         other = {"chunk_id": "c-1" if version == "idx-2" else f"z-{version}", "text": "zeta"}
         write_jsonl(tmp_path / f"{version}.jsonl", [{"chunk_id": chunk, "text": "alpha"}, other])
     spans = [("idx-1", range(1, 8)), ("idx-2", range(8, 15)), (between, range(15, 22)),
@@ -1101,6 +1099,17 @@ def test_an_index_that_goes_live_a_second_time_keeps_what_was_carried_to_it(
     write_jsonl(tmp_path / "logs.jsonl", [
         request(f"{version}-{d}", [chunks[version]], ts=day(d), index_version=version)
         for version, days in spans for d in days])
+    return chunks
+
+
+@pytest.mark.parametrize("between", ["idx-1", "idx-3"])
+def test_an_index_that_goes_live_a_second_time_keeps_what_was_carried_to_it(
+        con, tmp_path, between):
+    # idx-1 to day 7, idx-2 (c-1 re-IDed n-1) from day 8, then idx-1 again (a rollback) or
+    # idx-3 (re-IDed m-1) from day 15, and back to idx-2 from day 22: the second go-live of
+    # idx-2 replaced its first, so the index between was carried from what c-1 is in idx-2
+    # when it is not a carry (other content), and every request it served missed
+    chunks = second_go_live_world(tmp_path, between)
     ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
     run(con, logs=[str(tmp_path / "logs.jsonl")], gold=str(tmp_path / "gold.jsonl"),
         gold_version="v1")
@@ -1125,16 +1134,7 @@ def test_a_second_go_live_recorded_before_the_logs_keeps_the_first(con, tmp_path
     # its rebuild and compared as the gold IDs are, and the index between was carried from
     # what c-1 is in idx-2 (other content): every request of both missed, where the same
     # commands after the logs score them all 1
-    write_jsonl(tmp_path / "gold.jsonl", [golden("g-1", ["c-1"])])
-    chunks = {"idx-1": "c-1", "idx-2": "n-1", "idx-3": "m-1"}
-    for version, chunk in chunks.items():   # idx-2 reuses the ID c-1 for other content
-        other = {"chunk_id": "c-1" if version == "idx-2" else f"z-{version}", "text": "zeta"}
-        write_jsonl(tmp_path / f"{version}.jsonl", [{"chunk_id": chunk, "text": "alpha"}, other])
-    spans = [("idx-1", range(1, 8)), ("idx-2", range(8, 15)), (between, range(15, 22)),
-             ("idx-2", range(22, 24))]
-    write_jsonl(tmp_path / "logs.jsonl", [
-        request(f"{version}-{d}", [chunks[version]], ts=day(d), index_version=version)
-        for version, days in spans for d in days])
+    chunks = second_go_live_world(tmp_path, between)
     ingest_index(con, str(tmp_path / "idx-1.jsonl"), "idx-1")
     ingest_gold(con, str(tmp_path / "gold.jsonl"), "v1")
     rebuild(con, "idx-2", str(tmp_path / "idx-2.jsonl"), LIVE)
