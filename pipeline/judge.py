@@ -275,8 +275,9 @@ class Budget:
             self.tokens + (self.reserved + estimate) * self.ratio <= self.max_tokens
 
     def unproven(self) -> bool:
-        """A token budget whose first call is in flight and none has answered yet: calls
-        started together before any answer would all be weighed by the estimate alone."""
+        """A token budget whose first call is in flight and none has answered yet (a failed
+        attempt is no answer): calls started together before any answer would all be weighed
+        by the estimate alone."""
         with self._lock:
             return self.max_tokens is not None and not self.settled and self.reserved > 0
 
@@ -300,7 +301,8 @@ class Budget:
         with self._lock:
             self.reserved -= estimate
             self.tokens += used
-            self.settled += 1
+            if used > 0:   # an answer (a failed attempt tells nothing of what a call costs)
+                self.settled += 1
             if estimate > 0 and used > estimate:
                 self.ratio = max(self.ratio, used / estimate)
 

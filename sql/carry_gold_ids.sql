@@ -22,8 +22,7 @@
 -- never recorded going live before (so $live_from is its going live again) carries to the
 -- requests it serves from $live_from on; what it served before, in its first stint, was
 -- served before any rebuild and keeps the gold IDs as they are (NULL: every request of it,
--- as a canary's served before it went live). So does an index going live again after one
--- that took over without a recorded rebuild: what it served before that one took over.
+-- as a canary's served before it went live).
 
 DELETE FROM carried_gold_ids WHERE index_version = $index_version;
 
@@ -150,24 +149,8 @@ rolled_back AS (
     -- before that rebuild, and the carry (through the index between) is for what it serves
     -- from $live_from on. An index recorded going live before keeps its first go-live
     -- (sql/record_rebuild.sql), so none replaced it before then: its carry is for all of it
-    -- Likewise when the index it is carried from took over without a recorded rebuild: when
-    -- that one first served, this index was the one serving (the most in the day before,
-    -- then the last), so what it served then keeps the gold IDs as they are (a canary, or a
-    -- smoke-test request of a later index, first serves beside the index it replaces)
     SELECT $live_from::TIMESTAMP AS served_from
     WHERE EXISTS (SELECT 1 FROM replaced WHERE rank = 1 AND index_version = $index_version)
-       OR EXISTS (SELECT 1 FROM preference p
-                  JOIN served src ON src.index_version = p.index_version
-                  WHERE p.preference = 1 AND src.last_served IS NOT NULL
-                    AND $index_version = (
-                        SELECT q.index_version FROM requests q
-                        WHERE q.timestamp < src.first_served
-                          AND q.index_version <> src.index_version
-                        GROUP BY q.index_version
-                        ORDER BY count(*) FILTER (WHERE q.timestamp >= src.first_served
-                                                                    - INTERVAL 1 DAY) DESC,
-                                 max(q.timestamp) DESC, q.index_version
-                        LIMIT 1))
 ),
 judged AS (
     SELECT g.gold_version, g.gold_chunk_id, o.from_version,

@@ -390,15 +390,18 @@ def test_a_token_budget_stops_new_calls(con):
 
 
 @pytest.mark.parametrize("concurrency", [1, 10])
-def test_a_token_budget_holds_when_calls_cost_more_than_estimated(con, concurrency):
+@pytest.mark.parametrize("first", [None, Fault("500")])
+def test_a_token_budget_holds_when_calls_cost_more_than_estimated(con, concurrency, first):
     # the estimate is characters / 4; a model counting 5 times that (its reasoning tokens, a
     # script of a token per letter) took max_tokens 1500 to 2000 tokens one call at a time,
-    # and to 7000 with 10 calls started together on the estimate alone
-    with JudgeServer(total_tokens=1000) as server:
-        run = judge_many(con, config(server, concurrency=concurrency, max_tokens=1500),
+    # and to 7000 with 10 calls started together on the estimate alone; a first call that
+    # failed released the others before any answer had told what a call costs
+    with JudgeServer(total_tokens=1000, reply=script(first) if first else words_judge) as server:
+        run = judge_many(con, config(server, concurrency=concurrency, max_tokens=1500,
+                                     max_retries=1),
                          items(20, 20), now=NOW)
-    assert run.tokens <= 1500 and run.judged == server.calls == 1
-    assert run.skipped_budget == 19 and run.failed == 0
+    assert run.tokens <= 1500 and run.judged - run.failed == 1
+    assert run.judged + run.skipped_budget == 20
 
 
 def test_a_run_interrupted_midway_keeps_its_verdicts_and_a_rerun_calls_for_the_rest(con):
