@@ -500,6 +500,8 @@ async def _complete_async(client, config: JudgeConfig, messages: list[dict], bud
 
     calls, last = 0, "no attempt was made"
     for attempt in range(config.max_retries + 1):
+        while attempt and budget.unproven():   # a retry, as a first try, waits for an answer
+            await asyncio.sleep(0.005)
         _take(budget, estimate, calls, last)
         calls += 1
         used = 0

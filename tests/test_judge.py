@@ -390,13 +390,17 @@ def test_a_token_budget_stops_new_calls(con):
 
 
 @pytest.mark.parametrize("concurrency", [1, 10])
-@pytest.mark.parametrize("first", [None, Fault("500")])
-def test_a_token_budget_holds_when_calls_cost_more_than_estimated(con, concurrency, first):
+@pytest.mark.parametrize(("first", "latency"), [(None, 0.0), (Fault("500"), 0.0),
+                                                (Fault("500"), 0.3)])
+def test_a_token_budget_holds_when_calls_cost_more_than_estimated(con, concurrency, first,
+                                                                   latency):
     # the estimate is characters / 4; a model counting 5 times that (its reasoning tokens, a
     # script of a token per letter) took max_tokens 1500 to 2000 tokens one call at a time,
     # and to 7000 with 10 calls started together on the estimate alone; a first call that
-    # failed released the others before any answer had told what a call costs
-    with JudgeServer(total_tokens=1000, reply=script(first) if first else words_judge) as server:
+    # failed released the others before any answer had told what a call costs, and its retry
+    # started beside the next call while that one was still answering (2000)
+    with JudgeServer(total_tokens=1000, latency=latency,
+                     reply=script(first) if first else words_judge) as server:
         run = judge_many(con, config(server, concurrency=concurrency, max_tokens=1500,
                                      max_retries=1),
                          items(20, 20), now=NOW)
